@@ -1,0 +1,171 @@
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/readback"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// EnvBrokers names the environment variable that switches tests to real
+// brokers.
+const EnvBrokers = "KAFKA_BROKERS"
+
+// Mode names the kind of cluster a test runs against.
+type Mode string
+
+const (
+	// ModeFake is kfake with its current version table
+	// (transaction.version=2, KIP-890 part 2: epoch bump on every EndTxn).
+	ModeFake Mode = "kfake"
+	// ModeFakeV39 is kfake pinned to Kafka 3.9 versions (before KIP-890 part 2).
+	ModeFakeV39 Mode = "kfake-v3.9"
+	// ModeReal is the brokers named by KAFKA_BROKERS.
+	ModeReal Mode = "real"
+)
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	Mode    Mode
+	Brokers []string
+	Admin   *kadm.Client
+	// Fake is the embedded cluster, for fault injection; nil in ModeReal.
+	Fake *kfake.Cluster
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	preKIP890 bool
+	fakeOpts  []kfake.Opt
+}
+
+// PreKIP890 pins an embedded cluster to Kafka 3.9 versions, before
+// KIP-890 part 2. It has no effect against real brokers.
+func PreKIP890() Option { return func(c *config) { c.preKIP890 = true } }
+
+// FakeOpts passes options to an embedded cluster.
+func FakeOpts(opts ...kfake.Opt) Option {
+	return func(c *config) { c.fakeOpts = append(c.fakeOpts, opts...) }
+}
+
+// Real reports whether tests run against real brokers.
+func Real() bool { return os.Getenv(EnvBrokers) != "" }
+
+// New returns a cluster that lives as long as the test.
+func New(t testing.TB, opts ...Option) *Cluster {
+	t.Helper()
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c := &Cluster{}
+	if env := os.Getenv(EnvBrokers); env != "" {
+		c.Mode = ModeReal
+		c.Brokers = strings.Split(env, ",")
+	} else {
+		fopts := []kfake.Opt{kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}
+		c.Mode = ModeFake
+		if cfg.preKIP890 {
+			c.Mode = ModeFakeV39
+			fopts = append(fopts, kfake.MaxVersions(kversion.V3_9_0()))
+		}
+		fake, err := kfake.NewCluster(append(fopts, cfg.fakeOpts...)...)
+		if err != nil {
+			t.Fatalf("kafkatest: starting embedded cluster: %v", err)
+		}
+		t.Cleanup(fake.Close)
+		c.Fake = fake
+		c.Brokers = fake.ListenAddrs()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	if err != nil {
+		t.Fatalf("kafkatest: admin client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	c.Admin = kadm.NewClient(cl)
+	return c
+}
+
+// EachMode runs fn as a subtest per transaction protocol: twice on the
+// embedded cluster (current and pre-KIP-890 versions), once on real brokers.
+func EachMode(t *testing.T, fn func(t *testing.T, c *Cluster)) {
+	t.Helper()
+	if Real() {
+		t.Run(string(ModeReal), func(t *testing.T) { fn(t, New(t)) })
+		return
+	}
+	t.Run(string(ModeFake), func(t *testing.T) { fn(t, New(t)) })
+	t.Run(string(ModeFakeV39), func(t *testing.T) { fn(t, New(t, PreKIP890())) })
+}
+
+var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
+
+// Name returns a name unique to this test and call, usable for topics,
+// groups and transactional IDs.
+func Name(t testing.TB, suffix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	n := unsafeName.ReplaceAllString(t.Name(), "_")
+	if len(n) > 80 {
+		n = n[len(n)-80:]
+	}
+	return n + "-" + suffix + "-" + hex.EncodeToString(b[:])
+}
+
+// CreateTopic creates a uniquely named topic with the given partitions,
+// deleted when the test ends.
+func (c *Cluster) CreateTopic(t testing.TB, suffix string, partitions int32, configs map[string]*string) string {
+	t.Helper()
+	name := Name(t, suffix)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := c.Admin.CreateTopic(ctx, partitions, 1, configs, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("kafkatest: creating topic %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = c.Admin.DeleteTopics(ctx, name)
+	})
+	return name
+}
+
+// Client returns a client of the cluster, closed when the test ends.
+func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, opts...)...)
+	if err != nil {
+		t.Fatalf("kafkatest: client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// ReadCommitted returns every committed record of the topics, read as a
+// read_committed consumer sees them.
+func (c *Cluster) ReadCommitted(t testing.TB, topics ...string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rs, err := readback.ReadCommitted(ctx, c.Brokers, topics...)
+	if err != nil {
+		t.Fatalf("kafkatest: %v", err)
+	}
+	return rs
+}
