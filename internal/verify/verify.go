@@ -1,0 +1,140 @@
+// Package verify checks a pipeline's committed output against its input:
+// every input exactly once in the output (or accounted for in the
+// dead-letter topic), and each session's outputs in input order. It is
+// shared by eosbench and the tests, so both judge runs the same way.
+package verify
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// PayloadLen is the size of the fields a payload starts with; the rest of
+// a record's value is padding.
+const PayloadLen = 24
+
+// Payload identifies one input record.
+type Payload struct {
+	ID         uint64    // unique across the input, 0..n-1
+	Seq        uint64    // position within its session, from 0
+	ProducedAt time.Time // when the input was produced
+}
+
+// ErrShortPayload means a value is too short to hold a payload.
+var ErrShortPayload = errors.New("verify: value shorter than a payload")
+
+// Append appends p padded to size bytes (at least PayloadLen).
+func Append(dst []byte, p Payload, size int) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, p.ID)
+	dst = binary.BigEndian.AppendUint64(dst, p.Seq)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(p.ProducedAt.UnixNano()))
+	for i := PayloadLen; i < size; i++ {
+		dst = append(dst, byte('a'+i%26))
+	}
+	return dst
+}
+
+// Decode reads a payload from the start of b.
+func Decode(b []byte) (Payload, error) {
+	if len(b) < PayloadLen {
+		return Payload{}, fmt.Errorf("%w: %d bytes", ErrShortPayload, len(b))
+	}
+	return Payload{
+		ID:         binary.BigEndian.Uint64(b),
+		Seq:        binary.BigEndian.Uint64(b[8:]),
+		ProducedAt: time.Unix(0, int64(binary.BigEndian.Uint64(b[16:]))),
+	}, nil
+}
+
+// Observed is one committed output or dead-letter record, in the order its
+// partition holds it.
+type Observed struct {
+	Session string
+	Payload Payload
+}
+
+// Report is the verdict on a run.
+type Report struct {
+	Inputs          int
+	Outputs         int // output records read back
+	DLQ             int // dead-letter records read back
+	Duplicates      int // outputs beyond the first per input
+	Lost            int // inputs with neither output nor dead-letter record
+	OrderViolations int // outputs that came before an earlier input of their session
+	Malformed       int // records whose value holds no payload
+}
+
+// ExactlyOnce reports whether the run is correct.
+func (r Report) ExactlyOnce() bool {
+	return r.Duplicates == 0 && r.Lost == 0 && r.OrderViolations == 0 && r.Malformed == 0
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("inputs=%d outputs=%d dlq=%d duplicates=%d lost=%d order_violations=%d malformed=%d",
+		r.Inputs, r.Outputs, r.DLQ, r.Duplicates, r.Lost, r.OrderViolations, r.Malformed)
+}
+
+// Checker accumulates observations. Outputs of one session must be passed
+// in the order their output partition holds them.
+type Checker struct {
+	r       Report
+	seen    []uint8 // per input ID: 1 output, 2 dead-lettered
+	lastSeq map[string]uint64
+}
+
+// NewChecker expects inputs with IDs 0..inputs-1.
+func NewChecker(inputs int) *Checker {
+	return &Checker{r: Report{Inputs: inputs}, seen: make([]uint8, inputs), lastSeq: make(map[string]uint64)}
+}
+
+// Output records one committed output.
+func (c *Checker) Output(o Observed) {
+	c.r.Outputs++
+	if !c.mark(o.Payload.ID, 1) {
+		return
+	}
+	last, ok := c.lastSeq[o.Session]
+	if ok && o.Payload.Seq < last {
+		c.r.OrderViolations++
+	}
+	if !ok || o.Payload.Seq > last {
+		c.lastSeq[o.Session] = o.Payload.Seq
+	}
+}
+
+// DeadLetter records one committed dead-letter record. Dead-lettered
+// records leave their session's order by design.
+func (c *Checker) DeadLetter(o Observed) {
+	c.r.DLQ++
+	c.mark(o.Payload.ID, 2)
+}
+
+// Malformed records a value that holds no payload.
+func (c *Checker) Malformed() { c.r.Malformed++ }
+
+// mark notes id as delivered; it returns false for a duplicate.
+func (c *Checker) mark(id uint64, how uint8) bool {
+	if id >= uint64(len(c.seen)) {
+		c.r.Malformed++
+		return false
+	}
+	if c.seen[id] != 0 {
+		c.r.Duplicates++
+		return false
+	}
+	c.seen[id] = how
+	return true
+}
+
+// Report returns the verdict; inputs never seen count as lost.
+func (c *Checker) Report() Report {
+	r := c.r
+	for _, s := range c.seen {
+		if s == 0 {
+			r.Lost++
+		}
+	}
+	return r
+}

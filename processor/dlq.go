@@ -1,0 +1,57 @@
+package processor
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Dead-letter reasons, in the HeaderReason header.
+const (
+	reasonPermanent        = "permanent"
+	reasonRetriesExhausted = "retries-exhausted"
+	reasonStuck            = "stuck"
+)
+
+// Dead-letter headers: where the record came from and why it failed. The
+// input's own headers follow them unchanged.
+const (
+	HeaderSourceTopic     = "onceflow-dlq-source-topic"
+	HeaderSourcePartition = "onceflow-dlq-source-partition"
+	HeaderSourceOffset    = "onceflow-dlq-source-offset"
+	HeaderReason          = "onceflow-dlq-reason"
+	HeaderError           = "onceflow-dlq-error"
+	HeaderAttempts        = "onceflow-dlq-attempts"
+	HeaderFirstFailure    = "onceflow-dlq-first-failure" // RFC 3339, nanoseconds
+)
+
+// deadLetter builds the dead-letter copy of it's input record. It must be
+// called by whoever owns it (the session, or the loop for a stuck record,
+// which reads only fields the session does not write).
+func deadLetter(topic string, it *item, reason string, err error, attempts int, firstFailure time.Time) *kgo.Record {
+	in := it.rec
+	first := ""
+	if !firstFailure.IsZero() {
+		first = firstFailure.UTC().Format(time.RFC3339Nano)
+	}
+	hs := make([]kgo.RecordHeader, 0, 7+len(in.Headers))
+	hs = append(hs,
+		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(in.Topic)},
+		kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(in.Partition), 10)},
+		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, in.Offset, 10)},
+		kgo.RecordHeader{Key: HeaderReason, Value: []byte(reason)},
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(errText(err))},
+		kgo.RecordHeader{Key: HeaderAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
+		kgo.RecordHeader{Key: HeaderFirstFailure, Value: []byte(first)},
+	)
+	hs = append(hs, in.Headers...)
+	return &kgo.Record{Topic: topic, Key: in.Key, Value: in.Value, Headers: hs}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

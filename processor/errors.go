@@ -1,0 +1,51 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/onceflow/onceflow/internal/offsetmeta"
+	"github.com/onceflow/onceflow/txn"
+)
+
+var (
+	// ErrFenced is returned by Run when a newer instance with the same
+	// instance ID (and so the same transactional ID) has taken over.
+	ErrFenced = txn.ErrFenced
+
+	// ErrInvalidOption wraps every configuration error returned by New.
+	ErrInvalidOption = errors.New("processor: invalid option")
+
+	// ErrCorruptMetadata is returned by Run when a partition's committed
+	// offset metadata carries onceflow's marker but cannot be decoded: the
+	// records it marks as done cannot be told apart, so rather than guess
+	// (and duplicate or lose outputs) the processor stops.
+	ErrCorruptMetadata = offsetmeta.ErrCorrupt
+
+	// ErrNoDLQ is returned by Run when a record must go to the dead-letter
+	// topic but none is configured. The record is not committed, so it is
+	// handled again after a restart.
+	ErrNoDLQ = errors.New("processor: record needs a dead-letter topic but none is configured")
+
+	// ErrAlreadyRun is returned by a second call to Run.
+	ErrAlreadyRun = errors.New("processor: Run called twice")
+)
+
+// PermanentError marks a handler error that retrying cannot fix; the record
+// goes to the dead-letter topic at once.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err so that the processor does not retry it.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,157 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+	"github.com/onceflow/onceflow/internal/verify"
+	"github.com/onceflow/onceflow/processor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// pipeline is one test's topics and input.
+type pipeline struct {
+	c                *kafkatest.Cluster
+	in, out, dlq     string
+	group            string
+	inputs, sessions int
+}
+
+func newPipeline(t *testing.T, c *kafkatest.Cluster, partitions int32, inputs, sessions int) *pipeline {
+	return &pipeline{
+		c:        c,
+		in:       c.CreateTopic(t, "in", partitions, nil),
+		out:      c.CreateTopic(t, "out", partitions, nil),
+		dlq:      c.CreateTopic(t, "dlq", 1, nil),
+		group:    kafkatest.Name(t, "app"),
+		inputs:   inputs,
+		sessions: sessions,
+	}
+}
+
+func sessionKey(id, sessions int) string { return fmt.Sprintf("s%05d", id%sessions) }
+
+// produce writes input IDs [from, to): session id%sessions, in ID order.
+func (pl *pipeline) produce(t *testing.T, from, to int) {
+	t.Helper()
+	cl := pl.c.Client(t, kgo.DefaultProduceTopic(pl.in))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rs := make([]*kgo.Record, 0, to-from)
+	for id := from; id < to; id++ {
+		v := verify.Append(nil, verify.Payload{ID: uint64(id), Seq: uint64(id / pl.sessions), ProducedAt: time.Now()}, 64)
+		rs = append(rs, &kgo.Record{Key: []byte(sessionKey(id, pl.sessions)), Value: v})
+	}
+	require.NoError(t, cl.ProduceSync(ctx, rs...).FirstErr())
+}
+
+// opts returns the options every test starts from.
+func (pl *pipeline) opts(instance string, h processor.Handler) []processor.Opt {
+	return []processor.Opt{
+		processor.WithBrokers(pl.c.Brokers...),
+		processor.WithGroup(pl.group),
+		processor.WithInstanceID(instance),
+		processor.WithInputTopics(pl.in),
+		processor.WithOutputTopic(pl.out),
+		processor.WithDLQTopic(pl.dlq),
+		processor.WithHandler(h),
+		processor.WithSessionTimeout(6 * time.Second),
+		processor.WithRebalanceTimeout(10 * time.Second),
+		processor.WithTransactionTimeout(10 * time.Second),
+		processor.WithDrainTimeout(2 * time.Second),
+		processor.WithLogger(testLogger(nil)),
+	}
+}
+
+func testLogger(*testing.T) *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("ONCEFLOW_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// copyHandler emits the input value unchanged to the default output topic.
+func copyHandler(_ context.Context, r *kgo.Record, out processor.Emitter) error {
+	out.Emit(&kgo.Record{Value: r.Value})
+	return nil
+}
+
+// running is a processor running in the background.
+type running struct {
+	p      *processor.Processor
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+func start(t *testing.T, opts ...processor.Opt) *running {
+	t.Helper()
+	p, err := processor.New(opts...)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{p: p, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- p.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop cancels Run and waits for it.
+func (r *running) stop(t *testing.T) error {
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case r.err = <-r.done:
+		case <-time.After(60 * time.Second):
+			t.Errorf("Run did not return within 60s of cancel")
+		}
+	})
+	return r.err
+}
+
+// read returns the committed outputs and dead letters, verified.
+func (pl *pipeline) read(t *testing.T) verify.Report {
+	t.Helper()
+	ch := verify.NewChecker(pl.inputs)
+	for _, r := range pl.c.ReadCommitted(t, pl.out) {
+		observe(ch, r, ch.Output)
+	}
+	for _, r := range pl.c.ReadCommitted(t, pl.dlq) {
+		observe(ch, r, ch.DeadLetter)
+	}
+	return ch.Report()
+}
+
+func observe(ch *verify.Checker, r *kgo.Record, add func(verify.Observed)) {
+	p, err := verify.Decode(r.Value)
+	if err != nil {
+		ch.Malformed()
+		return
+	}
+	add(verify.Observed{Session: string(r.Key), Payload: p})
+}
+
+// waitDone waits until every input has an output or a dead letter.
+func (pl *pipeline) waitDone(t *testing.T, timeout time.Duration) verify.Report {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		rep := pl.read(t)
+		if rep.Lost == 0 || time.Now().After(deadline) {
+			return rep
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

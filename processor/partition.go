@@ -1,0 +1,157 @@
+package processor
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/offsetmeta"
+)
+
+// item is one fetched record on its way through a session.
+//
+// Fields are owned by one goroutine at a time: the loop until dispatch and
+// after the completion queue hands the item back; the session goroutine in
+// between. stuck is the one field both touch.
+type item struct {
+	rec  *kgo.Record
+	part *partition
+	gen  uint64 // part.gen at dispatch; a mismatch makes the item stale
+
+	// Session-owned.
+	outputs      []*kgo.Record
+	dlq          *kgo.Record
+	attempts     int
+	firstFailure time.Time
+	lane         [8]byte // session key of Unordered
+	sess         *session
+
+	// Loop-owned.
+	dispatched time.Time
+	done       bool
+
+	stuck atomic.Bool
+}
+
+// Emit implements Emitter.
+func (it *item) Emit(r *kgo.Record) {
+	if r.Key == nil {
+		r.Key = it.rec.Key
+	}
+	it.outputs = append(it.outputs, r)
+}
+
+// partition tracks one assigned partition: records in offset order from the
+// lowest unfinished one, what was committed last, and what to skip because
+// an earlier transaction already finished it.
+type partition struct {
+	topic string
+	id    int32
+	gen   atomic.Uint64
+
+	pending []*item // offset order; pending[0] is the lowest unfinished
+	done    int     // items in pending that are done
+	held    []*item // completed, waiting for room in the commit metadata
+	next    int64   // fetches below this offset are already here
+
+	committed     int64              // last committed offset (-1: none)
+	committedDone []offsetmeta.Range // finished above it, as committed
+	skip          []offsetmeta.Range // still to skip at intake
+
+	doneSinceCommit int
+	paused          bool
+	headSince       time.Time // when pending[0] became the head
+	laneKey         []byte    // session key under OrderByPartition
+}
+
+func newPartition(topic string, id int32, gen uint64, committed int64, done []offsetmeta.Range) *partition {
+	p := &partition{topic: topic, id: id, next: committed, committed: committed, committedDone: done, skip: done,
+		laneKey: fmt.Appendf(nil, "%s/%d", topic, id)}
+	p.gen.Store(gen)
+	return p
+}
+
+func (p *partition) buffered() int { return len(p.pending) + len(p.held) }
+
+func (p *partition) unfinished() int { return len(p.pending) - p.done }
+
+// accept reports whether an offset is new (not refetched after a rewind),
+// and whether an earlier transaction already finished it.
+func (p *partition) accept(offset int64) (isNew, finished bool) {
+	if offset < p.next {
+		return false, false
+	}
+	p.next = offset + 1
+	for len(p.skip) > 0 && p.skip[0].End <= offset {
+		p.skip = p.skip[1:]
+	}
+	return true, len(p.skip) > 0 && p.skip[0].Start <= offset
+}
+
+// markDone marks a pending item finished and drops the finished prefix.
+func (p *partition) markDone(it *item) {
+	it.done = true
+	p.done++
+	p.doneSinceCommit++
+	i := 0
+	for i < len(p.pending) && p.pending[i].done {
+		p.pending[i] = nil
+		i++
+	}
+	if i > 0 {
+		p.pending = p.pending[i:]
+		p.done -= i
+		if len(p.pending) == 0 {
+			p.pending = p.pending[:0:0] // let the old array go
+		}
+	}
+}
+
+// unmarkDone reverts markDone for an item that is not the lowest pending one
+// (so no prefix was dropped).
+func (p *partition) unmarkDone(it *item) {
+	it.done = false
+	p.done--
+	p.doneSinceCommit--
+}
+
+// commitPoint is the offset to commit (the lowest unfinished record, or the
+// next offset to fetch) and the finished ranges above it.
+func (p *partition) commitPoint() (int64, []offsetmeta.Range) {
+	if len(p.pending) == 0 {
+		return p.next, nil
+	}
+	base := p.pending[0].rec.Offset
+	if p.done == 0 {
+		return base, nil
+	}
+	// pending[0] is unfinished; consecutive finished items form one range,
+	// which also covers offsets between them that hold no record.
+	var out []offsetmeta.Range
+	prevDone := false
+	for _, it := range p.pending[1:] {
+		switch {
+		case !it.done:
+			prevDone = false
+		case prevDone:
+			out[len(out)-1].End = it.rec.Offset + 1
+		default:
+			out = append(out, offsetmeta.Range{Start: it.rec.Offset, End: it.rec.Offset + 1})
+			prevDone = true
+		}
+	}
+	return base, out
+}
+
+// metadataFits reports whether the commit metadata stays within max bytes.
+func (p *partition) metadataFits(max int) bool {
+	// Each range costs at most 20 bytes before base64: skip the exact
+	// computation while even the worst case fits.
+	if (p.done*20+1)*4/3+len(offsetmeta.Prefix)+4 <= max {
+		return true
+	}
+	base, done := p.commitPoint()
+	return offsetmeta.EncodedLen(base, done) <= max
+}

@@ -1,0 +1,142 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/onceflow/onceflow/txn"
+)
+
+// Processor consumes input topics read_committed, runs a handler per
+// record and commits outputs, dead-letter records and input offsets in one
+// Kafka transaction.
+type Processor struct {
+	cfg config
+	ran atomic.Bool
+	gen atomic.Uint64 // source of partition generations
+
+	compMu   sync.Mutex
+	comps    []*item
+	compWake chan struct{}
+	// pollWake, when set, interrupts a poll so that paused partitions
+	// can resume as soon as completions free room.
+	pollWake atomic.Pointer[context.CancelFunc]
+
+	stats counters
+	d     *dispatcher
+}
+
+// New validates the options and builds a Processor. Nothing is contacted
+// until Run.
+func New(opts ...Opt) (*Processor, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Processor{cfg: cfg, compWake: make(chan struct{}, 1)}
+	p.d = newDispatcher(&p.cfg, 4*runtime.GOMAXPROCS(0), p.complete)
+	p.d.retries = &p.stats.retries
+	return p, nil
+}
+
+// complete hands a finished item back to the loop.
+func (p *Processor) complete(it *item) {
+	p.compMu.Lock()
+	p.comps = append(p.comps, it)
+	p.compMu.Unlock()
+	select {
+	case p.compWake <- struct{}{}:
+	default:
+	}
+	if wake := p.pollWake.Load(); wake != nil {
+		(*wake)()
+	}
+}
+
+func (p *Processor) takeCompletions(into []*item) []*item {
+	p.compMu.Lock()
+	into, p.comps = p.comps, into[:0]
+	p.compMu.Unlock()
+	return into
+}
+
+// Run processes records until ctx is done, then finishes in-flight records
+// (bounded by the drain timeout), commits what is finished and returns nil.
+// It returns an error wrapping ErrFenced if a newer instance took over this
+// instance's identity, and other errors only when going on would lose or
+// duplicate records (corrupt commit metadata, a record that needs a
+// dead-letter topic when none is set). Transient failures (aborted
+// transactions, fenced or timed-out clients, commits of unknown outcome)
+// are recovered inside Run.
+func (p *Processor) Run(ctx context.Context) error {
+	if !p.ran.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
+	defer p.d.stop()
+	log := p.cfg.logger
+	for {
+		err := p.runLifetime(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrFenced):
+			p.stats.fenced.Add(1)
+			log.Error("fenced by a newer instance with the same instance ID; stopping", "instance", p.cfg.instanceID, "err", err)
+			return err
+		case txn.ClassOf(err) == txn.ClassReset || txn.ClassOf(err) == txn.ClassOutcomeUnknown:
+			p.stats.rebuilds.Add(1)
+			log.Warn("transactional client unusable; rebuilding it and resuming from the committed offsets", "err", err)
+		default:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Stats is a snapshot of the processor's counters.
+type Stats struct {
+	Consumed       int64 // records taken from fetches (not counting refetches)
+	SkippedDone    int64 // records skipped because a committed transaction finished them
+	Outputs        int64 // output records in committed transactions
+	DeadLettered   int64 // dead-letter records in committed transactions
+	Retries        int64
+	Commits        int64
+	Aborts         int64 // transactions aborted (rebalances, refused commits)
+	Rebuilds       int64 // clients rebuilt after fencing, timeouts or unknown outcomes
+	Reprocessed    int64 // finished records whose work an abort threw away
+	Fenced         int64
+	ActiveSessions int
+}
+
+type counters struct {
+	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced atomic.Int64
+}
+
+// Stats returns the current counters.
+func (p *Processor) Stats() Stats {
+	s := Stats{
+		Consumed:     p.stats.consumed.Load(),
+		SkippedDone:  p.stats.skipped.Load(),
+		Outputs:      p.stats.outputs.Load(),
+		DeadLettered: p.stats.dlq.Load(),
+		Retries:      p.stats.retries.Load(),
+		Commits:      p.stats.commits.Load(),
+		Aborts:       p.stats.aborts.Load(),
+		Rebuilds:     p.stats.rebuilds.Load(),
+		Reprocessed:  p.stats.reprocessed.Load(),
+		Fenced:       p.stats.fenced.Load(),
+	}
+	s.ActiveSessions = p.d.activeSessions()
+	return s
+}

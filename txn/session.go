@@ -1,0 +1,177 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ID returns the transactional ID of an application instance. It is stable
+// across restarts, so a restarted instance fences its predecessor.
+func ID(app, instanceID string) string { return app + "/" + instanceID }
+
+// Config describes a transactional group session.
+type Config struct {
+	Brokers    []string
+	Group      string // the application; also the consumer group
+	InstanceID string // stable per instance; group.instance.id
+	Topics     []string
+
+	TransactionTimeout time.Duration // transaction.timeout.ms
+	SessionTimeout     time.Duration // session.timeout.ms
+	RebalanceTimeout   time.Duration // max.poll.interval.ms for rebalances
+
+	// ClientOpts are appended last: callbacks, TLS, SASL, logging.
+	ClientOpts []kgo.Opt
+}
+
+// Session is one transactional client lifetime. After an error of class
+// ClassReset, ClassFenced or ClassOutcomeUnknown it must be closed and, if
+// the caller goes on, replaced by a new Session.
+type Session struct {
+	cfg   Config
+	gts   *kgo.GroupTransactSession
+	inTxn bool
+}
+
+// NewSession builds the client. Nothing is contacted until the first poll.
+func NewSession(cfg Config) (*Session, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topics...),
+		kgo.InstanceID(cfg.InstanceID),
+		kgo.TransactionalID(ID(cfg.Group, cfg.InstanceID)),
+		kgo.TransactionTimeout(cfg.TransactionTimeout),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DisableAutoCommit(),
+		// Rebalances wait until the loop has committed: see Poll.
+		kgo.BlockRebalanceOnPoll(),
+	}
+	gts, err := kgo.NewGroupTransactSession(append(opts, cfg.ClientOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("txn: building client: %w", err)
+	}
+	return &Session{cfg: cfg, gts: gts}, nil
+}
+
+// Client is the underlying client, for pausing, resuming and metadata. Do
+// not use it to manage transactions.
+func (s *Session) Client() *kgo.Client { return s.gts.Client() }
+
+// Poll fetches records. Rebalances are blocked from Poll until
+// AllowRebalance, so offsets are committed while the generation that
+// fetched them is still current.
+func (s *Session) Poll(ctx context.Context, maxRecords int) kgo.Fetches {
+	return s.gts.PollRecords(ctx, maxRecords)
+}
+
+// AllowRebalance lets a pending rebalance run; call it after Commit.
+func (s *Session) AllowRebalance() { s.gts.AllowRebalance() }
+
+// InTxn reports whether a transaction is open.
+func (s *Session) InTxn() bool { return s.inTxn }
+
+// Begin opens a transaction if none is open.
+func (s *Session) Begin() error {
+	if s.inTxn {
+		return nil
+	}
+	if err := s.gts.Begin(); err != nil {
+		return classifyProduceErr("begin", err)
+	}
+	s.inTxn = true
+	return nil
+}
+
+// Produce sends r in the open transaction.
+func (s *Session) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	s.gts.Produce(ctx, r, promise)
+}
+
+// Commit flushes, commits offsets as rewritten by rewrite (KIP-447: with the
+// group's member ID, generation and instance ID) and ends the transaction.
+// It returns (false, nil) when the transaction was aborted because the
+// group rebalanced or the offset commit was refused for a retriable reason:
+// the caller rewinds to its last committed state and goes on.
+func (s *Session) Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error) {
+	return s.end(ctx, kgo.TryCommit, rewrite)
+}
+
+// Abort aborts the open transaction (or, with none open, only rewinds the
+// consumer to the last committed offsets and clears a pending rebalance
+// mark, so that the next transaction can commit).
+func (s *Session) Abort(ctx context.Context) error {
+	_, err := s.end(ctx, kgo.TryAbort, nil)
+	return err
+}
+
+func (s *Session) end(ctx context.Context, how kgo.TransactionEndTry, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error) {
+	s.inTxn = false
+	ectx := ctx
+	if rewrite != nil {
+		ectx = kgo.PreTxnCommitFnContext(ctx, rewrite)
+	}
+	committed, err := s.gts.End(ectx, how)
+	if err == nil {
+		return committed, nil
+	}
+	// Any End error may come after an EndTxn(commit) reached the
+	// coordinator: never assume either outcome.
+	if s.fencedByNewer(ctx, err) {
+		return false, &Error{ClassFenced, "commit", err}
+	}
+	return false, &Error{ClassOutcomeUnknown, "commit", err}
+}
+
+// CheckFenced turns an error seen outside Commit (a failed produce, a
+// fatal poll error) into a classified *Error.
+func (s *Session) CheckFenced(ctx context.Context, op string, err error) *Error {
+	if s.fencedByNewer(ctx, err) {
+		return &Error{ClassFenced, op, err}
+	}
+	return classifyProduceErr(op, err)
+}
+
+// fencedByNewer tells a newer holder of our identity (stop) from other
+// fencing (timeouts, rebalance races: rebuild and go on). The group is the
+// judge: a static member with our instance ID but another member ID has
+// replaced us.
+func (s *Session) fencedByNewer(ctx context.Context, err error) bool {
+	if errors.Is(err, kerr.FencedInstanceID) {
+		return true
+	}
+	if !isFencing(err) {
+		return false
+	}
+	ourMember, _ := s.gts.Client().GroupMetadata()
+	if ourMember == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	groups, derr := kadm.NewClient(s.gts.Client()).DescribeGroups(ctx, s.cfg.Group)
+	if derr != nil {
+		return false
+	}
+	for _, g := range groups {
+		for _, m := range g.Members {
+			if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID && m.MemberID != ourMember {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Close closes the client. A static member does not leave the group on
+// close: a restart with the same instance ID reclaims its partitions.
+func (s *Session) Close() { s.gts.CloseAllowingRebalance() }
