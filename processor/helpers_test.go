@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -92,8 +91,7 @@ func copyHandler(_ context.Context, r *kgo.Record, out processor.Emitter) error 
 type running struct {
 	p      *processor.Processor
 	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	done   chan struct{} // closed when Run returned; err is set then
 	err    error
 }
 
@@ -102,23 +100,30 @@ func start(t *testing.T, opts ...processor.Opt) *running {
 	p, err := processor.New(opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{p: p, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- p.Run(ctx) }()
+	r := &running{p: p, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		r.err = p.Run(ctx)
+		close(r.done)
+	}()
 	t.Cleanup(func() { r.stop(t) })
 	return r
 }
 
 // stop cancels Run and waits for it.
 func (r *running) stop(t *testing.T) error {
-	r.once.Do(func() {
-		r.cancel()
-		select {
-		case r.err = <-r.done:
-		case <-time.After(60 * time.Second):
-			t.Errorf("Run did not return within 60s of cancel")
-		}
-	})
-	return r.err
+	r.cancel()
+	return r.wait(t, 60*time.Second)
+}
+
+// wait waits for Run to return by itself.
+func (r *running) wait(t *testing.T, timeout time.Duration) error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-time.After(timeout):
+		t.Fatalf("Run did not return within %v", timeout)
+		return nil
+	}
 }
 
 // read returns the committed outputs and dead letters, verified.

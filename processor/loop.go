@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,7 +136,9 @@ func (l *lifetime) poll(ctx context.Context) error {
 	var fatal error
 	fs.EachError(func(topic string, partition int32, err error) {
 		switch {
-		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrClientClosed):
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, kgo.ErrClientClosed):
+			fatal = &txn.Error{Class: txn.ClassReset, Op: "poll", Err: err}
 		case errors.Is(err, kerr.FencedInstanceID):
 			fatal = l.s.CheckFenced(ctx, "poll", err)
 		default:
@@ -438,19 +441,23 @@ func (l *lifetime) commit(ctx context.Context) error {
 		plans[k] = plan{base, done, offsetmeta.Encode(base, done)}
 	}
 	sent := make(map[tp]bool, len(plans))
+	// The request starts from the client's polled heads, which a rewind
+	// moves back to the last commit even where we are further on: every
+	// partition we track is committed from our own plan, added if the
+	// client left it out, dropped if we no longer own it.
 	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
 		topics := req.Topics[:0]
 		for _, t := range req.Topics {
 			parts := t.Partitions[:0]
 			for _, rp := range t.Partitions {
-				pl, ok := plans[tp{t.Topic, rp.Partition}]
+				k := tp{t.Topic, rp.Partition}
+				pl, ok := plans[k]
 				if !ok || pl.base < 0 {
 					continue // not ours any more, or nothing fetched since a rewind
 				}
-				rp.Offset = pl.base
-				rp.Metadata = &pl.meta
+				rp.Offset, rp.Metadata = pl.base, &pl.meta
 				parts = append(parts, rp)
-				sent[tp{t.Topic, rp.Partition}] = true
+				sent[k] = true
 			}
 			if len(parts) > 0 {
 				t.Partitions = parts
@@ -458,6 +465,23 @@ func (l *lifetime) commit(ctx context.Context) error {
 			}
 		}
 		req.Topics = topics
+		for k, pl := range plans {
+			if sent[k] || pl.base < 0 {
+				continue
+			}
+			i := slices.IndexFunc(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return t.Topic == k.topic })
+			if i < 0 {
+				t := kmsg.NewTxnOffsetCommitRequestTopic()
+				t.Topic = k.topic
+				req.Topics = append(req.Topics, t)
+				i = len(req.Topics) - 1
+			}
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.Metadata = k.partition, pl.base, &pl.meta
+			rp.LeaderEpoch = -1
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+			sent[k] = true
+		}
 		return nil
 	}
 	start := time.Now()
@@ -474,6 +498,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 	for k := range sent {
 		p := l.parts[k]
 		pl := plans[k]
+		l.cfg.logger.Debug("committed partition", "topic", k.topic, "partition", k.partition, "offset", pl.base, "done", pl.done)
 		p.committed, p.committedDone, p.doneSinceCommit = pl.base, pl.done, 0
 	}
 	l.p.stats.commits.Add(1)
@@ -490,6 +515,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 func (l *lifetime) rewindAll() {
 	var redo int64
 	for k, p := range l.parts {
+		l.cfg.logger.Debug("rewind", "partition", k.partition, "to", p.committed, "done", p.committedDone, "next_was", p.next)
 		redo += int64(p.doneSinceCommit + len(p.held))
 		np := newPartition(p.topic, p.id, l.p.gen.Add(1), p.committed, p.committedDone)
 		np.paused = p.paused
@@ -520,6 +546,7 @@ func (l *lifetime) handleEvents(ctx context.Context) error {
 	}
 	resume := make(map[string][]int32)
 	for _, k := range revoked {
+		l.cfg.logger.Debug("revoked", "partition", k.partition)
 		if p := l.parts[k]; p != nil {
 			p.gen.Store(0)
 			delete(l.parts, k)
@@ -530,6 +557,9 @@ func (l *lifetime) handleEvents(ctx context.Context) error {
 	}
 	if len(resume) > 0 {
 		l.s.Client().ResumeFetchPartitions(resume)
+	}
+	if rebalanced {
+		l.cfg.logger.Debug("rebalanced", "in_txn", l.s.InTxn())
 	}
 	if rebalanced && !l.s.InTxn() {
 		// The session marks any rebalance so that the next commit
@@ -582,6 +612,7 @@ func (l *lifetime) onOffsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg
 			}
 		}
 		l.fetched[tp{topic, p.Partition}] = info
+		l.cfg.logger.Debug("offsets fetched", "topic", topic, "partition", p.Partition, "offset", info.offset, "done", info.done)
 	}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {

@@ -1,0 +1,50 @@
+package kafkatest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Cutter simulates the abrupt death of a client inside a test: after Cut,
+// every connection of the client is closed and no new one can be made, so
+// nothing it still tries (an EndTxn, a LeaveGroup) reaches the cluster.
+// To the cluster this is exactly a crashed process.
+type Cutter struct {
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+var errCut = errors.New("kafkatest: connection cut")
+
+// Opt returns the client option that routes dials through the cutter.
+func (c *Cutter) Opt() kgo.Opt {
+	var d net.Dialer
+	return kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.cut {
+			return nil, errCut
+		}
+		conn, err := d.DialContext(ctx, network, host)
+		if err == nil {
+			c.conns = append(c.conns, conn)
+		}
+		return conn, err
+	})
+}
+
+// Cut closes every connection and refuses new ones.
+func (c *Cutter) Cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = true
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}

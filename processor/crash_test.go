@@ -1,0 +1,93 @@
+package processor_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+	"github.com/onceflow/onceflow/processor"
+)
+
+// waitOutputs waits until at least n committed outputs are visible.
+func (pl *pipeline) waitOutputs(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for len(pl.c.ReadCommitted(t, pl.out)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d outputs after %v", n, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCrashMidTransaction: an instance dies abruptly (its connections cut:
+// no EndTxn, no LeaveGroup) while transactions are open; a replacement with
+// the same instance ID fences it, takes its partitions without waiting for
+// the session timeout, and the output holds every input exactly once.
+func TestCrashMidTransaction(t *testing.T) {
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 3, 6000, 200)
+		pl.produce(t, 0, pl.inputs)
+		slow := func(ctx context.Context, r *kgo.Record, out processor.Emitter) error {
+			time.Sleep(200 * time.Microsecond)
+			return copyHandler(ctx, r, out)
+		}
+		var cut kafkatest.Cutter
+		a := start(t, append(pl.opts("i1", slow), processor.WithKgoOpts(cut.Opt()))...)
+		pl.waitOutputs(t, 1000, 30*time.Second)
+		cut.Cut()
+		crashed := time.Now()
+		t.Logf("crashed after %d committed outputs", len(pl.c.ReadCommitted(t, pl.out)))
+
+		b := start(t, pl.opts("i1", copyHandler)...)
+		before := len(pl.c.ReadCommitted(t, pl.out))
+		for len(pl.c.ReadCommitted(t, pl.out)) == before {
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("output visible again %v after the crash", time.Since(crashed).Round(time.Millisecond))
+		rep := pl.waitDone(t, 60*time.Second)
+		require.NoError(t, b.stop(t))
+		_ = a.stop(t) // the crashed instance's error is of no interest
+		rep = pl.read(t)
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+	})
+}
+
+// TestZombieSameInstance: instance A stalls inside its handler; B starts with
+// the same instance ID and takes over. When A wakes, nothing it produces
+// becomes visible and Run returns ErrFenced.
+func TestZombieSameInstance(t *testing.T) {
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 2, 2000, 50)
+		pl.produce(t, 0, pl.inputs)
+		wake := make(chan struct{})
+		var stalled atomic.Int64
+		stall := func(ctx context.Context, r *kgo.Record, out processor.Emitter) error {
+			if r.Offset >= 100 {
+				stalled.Add(1)
+				<-wake
+			}
+			return copyHandler(ctx, r, out)
+		}
+		a := start(t, pl.opts("i1", stall)...)
+		require.Eventually(t, func() bool { return stalled.Load() > 0 }, 30*time.Second, 10*time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // let A commit what it finished
+
+		b := start(t, pl.opts("i1", copyHandler)...)
+		rep := pl.waitDone(t, 60*time.Second)
+		require.Zero(t, rep.Lost, rep.String())
+		close(wake)
+
+		require.ErrorIs(t, a.wait(t, 30*time.Second), processor.ErrFenced)
+		require.NoError(t, b.stop(t))
+		rep = pl.read(t)
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+	})
+}

@@ -1,0 +1,92 @@
+package processor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+	"github.com/onceflow/onceflow/processor"
+)
+
+// TestRebalanceJoinLeave: a second instance joins mid-run and later leaves
+// (static member: its partitions return after the session timeout) while
+// input keeps arriving; exactly-once and per-session order hold.
+func TestRebalanceJoinLeave(t *testing.T) {
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 4, 8000, 300)
+		slow := func(ctx context.Context, r *kgo.Record, out processor.Emitter) error {
+			time.Sleep(100 * time.Microsecond)
+			return copyHandler(ctx, r, out)
+		}
+		pl.produce(t, 0, 2000)
+		a := start(t, pl.opts("i1", slow)...)
+		pl.waitOutputs(t, 500, 30*time.Second)
+
+		b := start(t, pl.opts("i2", slow)...)
+		pl.produce(t, 2000, 5000)
+		pl.waitOutputs(t, 4000, 60*time.Second)
+		require.NoError(t, b.stop(t))
+		pl.produce(t, 5000, pl.inputs)
+
+		pl.waitDone(t, 90*time.Second)
+		require.NoError(t, a.stop(t))
+		rep := pl.read(t)
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+		sa, sb := a.p.Stats(), b.p.Stats()
+		t.Logf("reprocessed after rebalances: a=%d b=%d; aborts a=%d b=%d; commits a=%d b=%d",
+			sa.Reprocessed, sb.Reprocessed, sa.Aborts, sb.Aborts, sa.Commits, sb.Commits)
+	})
+}
+
+// TestAbortedTransactionsInvisible: offset commits refused with an abortable
+// error make the processor abort and redo; nothing of the aborted
+// transactions becomes visible.
+func TestAbortedTransactionsInvisible(t *testing.T) {
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		if c.Fake == nil {
+			t.Skip("needs kfake fault injection")
+		}
+		pl := newPipeline(t, c, 2, 3000, 100)
+		pl.produce(t, 0, pl.inputs)
+		c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.UnknownServerError, Count: 3})
+		r := start(t, pl.opts("i1", copyHandler)...)
+		pl.waitDone(t, 60*time.Second)
+		require.NoError(t, r.stop(t))
+		rep := pl.read(t)
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+		require.Positive(t, r.p.Stats().Aborts, "the fault must have aborted transactions")
+	})
+}
+
+// TestOutcomeUnknown: EndTxn is applied by the broker but answered with an
+// error, so the client cannot know whether it committed. The processor must
+// neither duplicate (assume aborted) nor lose (assume committed).
+func TestOutcomeUnknown(t *testing.T) {
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		if c.Fake == nil {
+			t.Skip("needs kfake fault injection")
+		}
+		pl := newPipeline(t, c, 2, 3000, 100)
+		pl.produce(t, 0, pl.inputs)
+		// REQUEST_TIMED_OUT on EndTxn: kfake applies the request, then
+		// answers with the error, as a real broker can.
+		h := c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.RequestTimedOut, Count: 2})
+		r := start(t, pl.opts("i1", copyHandler)...)
+		pl.waitDone(t, 60*time.Second)
+		require.NoError(t, r.stop(t))
+		require.Equal(t, 2, h.Hits())
+		rep := pl.read(t)
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+		t.Logf("stats: %+v", r.p.Stats())
+	})
+}
