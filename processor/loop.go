@@ -245,7 +245,11 @@ func (l *lifetime) drain(ctx context.Context) error {
 		if it.gen != p.gen.Load() || it.stuck.Load() || it.done {
 			continue // revoked, rewound or dead-lettered as stuck meanwhile
 		}
-		if len(p.held) > 0 {
+		// Held completions go first, in order, so a session's outputs
+		// keep their order. The lowest unfinished record is the
+		// exception: nothing of its session waits before it, and
+		// finishing it is what shrinks the metadata.
+		if len(p.held) > 0 && p.pending[0] != it {
 			p.held = append(p.held, it)
 			continue
 		}
@@ -262,6 +266,18 @@ func (l *lifetime) drain(ctx context.Context) error {
 }
 
 func (l *lifetime) admitHeld(ctx context.Context, p *partition) error {
+	// The lowest unfinished record may wait behind others: take it first
+	// (see drain), which makes room for the rest.
+	for len(p.held) > 0 {
+		i := slices.Index(p.held, p.pending[0])
+		if i < 0 {
+			break
+		}
+		p.held = slices.Delete(p.held, i, i+1)
+		if err := l.admit(ctx, p, p.pending[0]); err != nil {
+			return err
+		}
+	}
 	for len(p.held) > 0 {
 		it := p.held[0]
 		ok, err := l.tryAdmit(ctx, p, it)
