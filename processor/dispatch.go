@@ -32,7 +32,8 @@ type shard struct {
 type session struct {
 	sh     *shard
 	key    string
-	queue  []*item // guarded by sh.mu
+	queue  []*item // guarded by sh.mu; queue[head:] is waiting
+	head   int
 	wake   chan struct{}
 	ctx    context.Context // canceled on shutdown or when a record is stuck
 	cancel context.CancelFunc
@@ -139,12 +140,12 @@ func (d *dispatcher) next(s *session, idle *time.Timer) *item {
 			s.sh.mu.Unlock()
 			return nil
 		}
-		if len(s.queue) > 0 {
-			it := s.queue[0]
-			s.queue[0] = nil
-			s.queue = s.queue[1:]
-			if len(s.queue) == 0 {
-				s.queue = s.queue[:0:0]
+		if s.head < len(s.queue) {
+			it := s.queue[s.head]
+			s.queue[s.head] = nil
+			s.head++
+			if s.head == len(s.queue) {
+				s.queue, s.head = s.queue[:0], 0 // reuse the array
 			}
 			s.sh.mu.Unlock()
 			if it.gen != it.part.gen.Load() {
@@ -160,7 +161,7 @@ func (d *dispatcher) next(s *session, idle *time.Timer) *item {
 		case <-idle.C:
 		}
 		s.sh.mu.Lock()
-		if len(s.queue) == 0 {
+		if s.head == len(s.queue) {
 			delete(s.sh.sessions, s.key)
 			s.sh.mu.Unlock()
 			s.cancel()

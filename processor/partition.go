@@ -103,9 +103,7 @@ func (p *partition) markDone(it *item) {
 	if i > 0 {
 		p.pending = p.pending[i:]
 		p.done -= i
-		if len(p.pending) == 0 {
-			p.pending = p.pending[:0:0] // let the old array go
-		}
+
 	}
 }
 
