@@ -1,0 +1,40 @@
+// Package processor runs exactly-once read-process-write jobs on Kafka with
+// per-session ordering and parallelism inside a partition.
+//
+// A Processor consumes its input topics read_committed, hands each record
+// to a Handler and commits the records the handler emitted, any dead-letter
+// records and the input offsets in one Kafka transaction (see package txn
+// for identities, fencing and the error taxonomy).
+//
+// # Ordering and parallelism
+//
+// Records of one session (by default the record key) are handled one at a
+// time, in offset order, on the session's own goroutine; different sessions
+// run in parallel. A session goroutine starts with the session's first
+// record and ends after an idle timeout. Transient errors are retried on
+// that goroutine with exponential backoff and jitter, so later records of
+// the session wait while other sessions go on; permanent errors, exhausted
+// retries and (optionally) stuck records go to the dead-letter topic, in the
+// same transaction, with headers saying why.
+//
+// # Commits
+//
+// Every commit interval the loop commits, per partition, the offset of the
+// lowest unfinished record, and encodes the finished records above it in
+// the offset commit's metadata (internal/offsetmeta). After a restart or a
+// rebalance the partition's next owner reads that metadata and skips
+// exactly those records, whose outputs are already committed. The metadata
+// is bounded (the broker's offset.metadata.max.bytes): when a partition's
+// map is full, further completions wait and its fetching pauses, so the map
+// is never dropped. Handlers keep running while a transaction commits;
+// what finishes meanwhile goes into the next one.
+//
+// # What exactly-once covers
+//
+// Outputs, dead-letter records and input offsets are atomic: a record's
+// outputs become visible once, together with its offset, or never. Work
+// done outside Kafka (HTTP calls, database writes) is not covered: an
+// aborted transaction, a crash or a rebalance runs the handler again for
+// records that were not committed. Make such effects idempotent, for
+// example with package dedupe and the event ID as idempotency key.
+package processor
