@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +85,44 @@ func TestOutcomeUnknown(t *testing.T) {
 		pl.waitDone(t, 60*time.Second)
 		require.NoError(t, r.stop(t))
 		require.Equal(t, 2, h.Hits())
+		rep := pl.read(t)
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+		t.Logf("stats: %+v", r.p.Stats())
+	})
+}
+
+// cutAfterEndTxn cuts the client's connections right after it has written
+// an EndTxn request, n times: the broker gets the request, the client never
+// gets the answer. Works on kfake and on a real broker.
+type cutAfterEndTxn struct {
+	cut *kafkatest.Cutter
+	n   atomic.Int32
+}
+
+func (h *cutAfterEndTxn) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.EndTxn) && err == nil && h.n.Add(-1) >= 0 {
+		h.cut.CutFor(300 * time.Millisecond)
+	}
+}
+
+// TestOutcomeUnknownConnectionLost: the connection drops right after EndTxn
+// is sent, so the client cannot know whether it committed.
+func TestOutcomeUnknownConnectionLost(t *testing.T) {
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 2, 3000, 100)
+		pl.produce(t, 0, pl.inputs)
+		var cut kafkatest.Cutter
+		hook := &cutAfterEndTxn{cut: &cut}
+		hook.n.Store(3)
+		slow := func(ctx context.Context, r *kgo.Record, out processor.Emitter) error {
+			time.Sleep(time.Millisecond) // spread the input over many transactions
+			return copyHandler(ctx, r, out)
+		}
+		r := start(t, append(pl.opts("i1", slow), processor.WithOrdering(processor.OrderByPartition), processor.WithKgoOpts(cut.Opt(), kgo.WithHooks(hook)))...)
+		pl.waitDone(t, 90*time.Second)
+		require.NoError(t, r.stop(t))
+		require.LessOrEqual(t, hook.n.Load(), int32(0), "every planned cut must have happened")
 		rep := pl.read(t)
 		require.True(t, rep.ExactlyOnce(), rep.String())
 		require.Equal(t, pl.inputs, rep.Outputs)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -16,6 +17,7 @@ import (
 type Cutter struct {
 	mu    sync.Mutex
 	cut   bool
+	until time.Time // with cut: refuse dials until then (zero: forever)
 	conns []net.Conn
 }
 
@@ -27,7 +29,7 @@ func (c *Cutter) Opt() kgo.Opt {
 	return kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.cut {
+		if c.cut && (c.until.IsZero() || time.Now().Before(c.until)) {
 			return nil, errCut
 		}
 		conn, err := d.DialContext(ctx, network, host)
@@ -39,10 +41,18 @@ func (c *Cutter) Opt() kgo.Opt {
 }
 
 // Cut closes every connection and refuses new ones.
-func (c *Cutter) Cut() {
+func (c *Cutter) Cut() { c.CutFor(0) }
+
+// CutFor closes every connection and refuses new ones for d (0: forever):
+// a network partition that heals.
+func (c *Cutter) CutFor(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cut = true
+	c.until = time.Time{}
+	if d > 0 {
+		c.until = time.Now().Add(d)
+	}
 	for _, conn := range c.conns {
 		_ = conn.Close()
 	}
