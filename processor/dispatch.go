@@ -177,13 +177,18 @@ func (d *dispatcher) handle(s *session, it *item) {
 	cfg := d.cfg
 	d.resetSessionCtx(s)
 	for {
-		it.outputs = it.outputs[:0]
+		it.outputs, it.writes = it.outputs[:0], it.writes[:0]
 		it.attempts++
-		err := cfg.handler(s.ctx, it.rec, it)
+		ctx := s.ctx
+		if it.part.state != nil {
+			ctx = context.WithValue(ctx, stateKey{}, it)
+		}
+		err := cfg.handler(ctx, it.rec, it)
 		if err == nil {
 			err = d.checkOutputs(it)
 		}
 		if err == nil {
+			publishWrites(it)
 			d.complete(it)
 			return
 		}
@@ -198,12 +203,12 @@ func (d *dispatcher) handle(s *session, it *item) {
 		var perm *PermanentError
 		switch {
 		case errors.As(err, &perm) || (cfg.permanent != nil && cfg.permanent(err)):
-			it.outputs = it.outputs[:0]
+			it.outputs, it.writes = it.outputs[:0], it.writes[:0]
 			it.dlq = deadLetter(cfg.dlq, it, reasonPermanent, err, it.attempts, it.firstFailure)
 			d.complete(it)
 			return
 		case cfg.retry.exhausted(it.attempts, now.Sub(it.firstFailure)):
-			it.outputs = it.outputs[:0]
+			it.outputs, it.writes = it.outputs[:0], it.writes[:0]
 			it.dlq = deadLetter(cfg.dlq, it, reasonRetriesExhausted, err, it.attempts, it.firstFailure)
 			d.complete(it)
 			return

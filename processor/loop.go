@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
+	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/txn"
 )
 
@@ -43,7 +44,13 @@ type lifetime struct {
 
 	pendingRebalance atomic.Bool
 
+	restored    chan restoreResult
+	restoreCtx  context.Context
+	restoreWG   sync.WaitGroup
+	stopRestore context.CancelFunc
+
 	mu         sync.Mutex
+	clNext     map[tp]int64 // next changelog offset after this transaction's writes
 	fetched    map[tp]committedInfo
 	revoked    []tp
 	fatal      error
@@ -53,8 +60,24 @@ type lifetime struct {
 }
 
 func (p *Processor) runLifetime(ctx context.Context) error {
-	l := &lifetime{p: p, cfg: &p.cfg, parts: make(map[tp]*partition), fetched: make(map[tp]committedInfo)}
+	l := &lifetime{p: p, cfg: &p.cfg, parts: make(map[tp]*partition), fetched: make(map[tp]committedInfo),
+		restored: make(chan restoreResult, 64), clNext: make(map[tp]int64)}
 	cfg := l.cfg
+	var restoreCtx context.Context
+	restoreCtx, l.stopRestore = context.WithCancel(ctx)
+	defer func() {
+		l.stopRestore()
+		l.restoreWG.Wait()
+	}()
+	l.restoreCtx = restoreCtx
+	clientOpts := append([]kgo.Opt{}, cfg.kgoOpts...)
+	if p.store != nil {
+		topics := make(map[string]bool)
+		for _, in := range cfg.inputs {
+			topics[changelogTopic(cfg.group, in)] = true
+		}
+		clientOpts = append(clientOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
+	}
 	s, err := txn.NewSession(txn.Config{
 		Brokers:            cfg.brokers,
 		Group:              cfg.group,
@@ -63,7 +86,7 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 		TransactionTimeout: cfg.txnTimeout,
 		SessionTimeout:     cfg.sessionTimeout,
 		RebalanceTimeout:   cfg.rebalanceTimeout,
-		ClientOpts: append(append([]kgo.Opt{}, cfg.kgoOpts...),
+		ClientOpts: append(clientOpts,
 			kgo.OnOffsetsFetched(l.onOffsetsFetched),
 			kgo.OnPartitionsRevoked(l.onRevoked),
 			kgo.OnPartitionsLost(l.onRevoked),
@@ -181,6 +204,10 @@ func (l *lifetime) intake(fs kgo.Fetches) {
 				p.headSince = now
 			}
 			p.pending = append(p.pending, it)
+			if p.state != nil && p.state.restoring {
+				p.state.waiting = append(p.state.waiting, it)
+				continue
+			}
 			l.p.d.dispatch(l.sessionKey(p, it), it)
 		}
 	})
@@ -215,8 +242,19 @@ func (l *lifetime) partition(topic string, id int32) *partition {
 	if !ok {
 		info.offset = -1
 	}
-	p := newPartition(topic, id, l.p.gen.Add(1), info.offset, info.done)
+	p := l.newPartition(topic, id, info.offset, info.done)
+	if p.state != nil {
+		l.restore(p)
+	}
 	l.parts[k] = p
+	return p
+}
+
+func (l *lifetime) newPartition(topic string, id int32, committed int64, done []offsetmeta.Range) *partition {
+	p := newPartition(topic, id, l.p.gen.Add(1), committed, done)
+	if l.p.store != nil {
+		p.state = &partState{store: l.p.store, p: statestore.Partition{Topic: topic, Partition: id}, over: make(map[string]stateWrite)}
+	}
 	return p
 }
 
@@ -315,6 +353,9 @@ func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, 
 	if err := l.produce(ctx, it.outputs, it.dlq); err != nil {
 		return false, err
 	}
+	if len(it.writes) > 0 {
+		l.produceWrites(ctx, p, it.writes)
+	}
 	return true, nil
 }
 
@@ -358,7 +399,7 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 	for _, p := range l.parts {
 		for len(p.pending) > 0 && now.Sub(p.headSince) >= timeout {
 			it := p.pending[0]
-			it.stuck.Store(true)
+			markStuck(it)
 			cancelStuck(it)
 			dlq := deadLetter(l.cfg.dlq, it, reasonStuck, fmt.Errorf("unfinished after %v", now.Sub(p.headSince).Round(time.Millisecond)), 0, time.Time{})
 			l.cfg.logger.Error("record stuck; sending it to the dead-letter topic and moving on",
@@ -511,6 +552,9 @@ func (l *lifetime) commit(ctx context.Context) error {
 		l.rewindAll()
 		return nil
 	}
+	if err := l.applyState(); err != nil {
+		return err
+	}
 	for k := range sent {
 		p := l.parts[k]
 		pl := plans[k]
@@ -533,12 +577,15 @@ func (l *lifetime) rewindAll() {
 	for k, p := range l.parts {
 		l.cfg.logger.Debug("rewind", "partition", k.partition, "to", p.committed, "done", p.committedDone, "next_was", p.next)
 		redo += int64(p.doneSinceCommit + len(p.held))
-		np := newPartition(p.topic, p.id, l.p.gen.Add(1), p.committed, p.committedDone)
+		np := l.newPartition(p.topic, p.id, p.committed, p.committedDone)
 		np.paused = p.paused
 		p.gen.Store(0)
 		l.parts[k] = np
 	}
 	l.txnOutputs, l.txnDLQ = 0, 0
+	l.mu.Lock()
+	clear(l.clNext)
+	l.mu.Unlock()
 	l.p.stats.reprocessed.Add(redo)
 }
 
@@ -559,6 +606,9 @@ func (l *lifetime) handleEvents(ctx context.Context) error {
 	l.mu.Unlock()
 	if fatal != nil {
 		return fatal
+	}
+	if err := l.takeRestored(); err != nil {
+		return err
 	}
 	resume := make(map[string][]int32)
 	for _, k := range revoked {

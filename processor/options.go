@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/statestore"
 )
 
 // Handler handles one input record. Records it emits are produced in the
@@ -83,6 +85,8 @@ type config struct {
 	logger             *slog.Logger
 	clock              Clock
 	kgoOpts            []kgo.Opt
+	stateDir           string
+	stateOpts          *statestore.Options
 }
 
 func defaults() config {

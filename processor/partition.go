@@ -25,6 +25,7 @@ type item struct {
 	dlq          *kgo.Record
 	attempts     int
 	firstFailure time.Time
+	writes       []stateWrite
 	lane         [8]byte // session key of Unordered
 	sess         *session
 
@@ -62,8 +63,9 @@ type partition struct {
 
 	doneSinceCommit int
 	paused          bool
-	headSince       time.Time // when pending[0] became the head
-	laneKey         []byte    // session key under OrderByPartition
+	headSince       time.Time  // when pending[0] became the head
+	laneKey         []byte     // session key under OrderByPartition
+	state           *partState // nil without a state store
 }
 
 func newPartition(topic string, id int32, gen uint64, committed int64, done []offsetmeta.Range) *partition {

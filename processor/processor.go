@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/txn"
 )
 
@@ -28,6 +29,9 @@ type Processor struct {
 
 	stats counters
 	d     *dispatcher
+
+	store        *statestore.Store   // nil without WithStateStore
+	changelogIDs map[string][16]byte // changelog topic IDs, for checkpoints
 }
 
 // New validates the options and builds a Processor. Nothing is contacted
@@ -80,6 +84,17 @@ func (p *Processor) Run(ctx context.Context) error {
 		return ErrAlreadyRun
 	}
 	defer p.d.stop()
+	if p.cfg.stateDir != "" {
+		ids, err := ensureChangelogs(ctx, &p.cfg)
+		if err != nil {
+			return err
+		}
+		p.changelogIDs = ids
+		if p.store, err = statestore.Open(p.cfg.stateDir, p.cfg.stateOpts); err != nil {
+			return err
+		}
+		defer p.store.Close()
+	}
 	log := p.cfg.logger
 	for {
 		err := p.runLifetime(ctx)
@@ -116,26 +131,28 @@ type Stats struct {
 	Rebuilds       int64 // clients rebuilt after fencing, timeouts or unknown outcomes
 	Reprocessed    int64 // finished records whose work an abort threw away
 	Fenced         int64
+	StateRestored  int64 // changelog records replayed into the state store
 	ActiveSessions int
 }
 
 type counters struct {
-	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced atomic.Int64
+	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced, restored atomic.Int64
 }
 
 // Stats returns the current counters.
 func (p *Processor) Stats() Stats {
 	s := Stats{
-		Consumed:     p.stats.consumed.Load(),
-		SkippedDone:  p.stats.skipped.Load(),
-		Outputs:      p.stats.outputs.Load(),
-		DeadLettered: p.stats.dlq.Load(),
-		Retries:      p.stats.retries.Load(),
-		Commits:      p.stats.commits.Load(),
-		Aborts:       p.stats.aborts.Load(),
-		Rebuilds:     p.stats.rebuilds.Load(),
-		Reprocessed:  p.stats.reprocessed.Load(),
-		Fenced:       p.stats.fenced.Load(),
+		Consumed:      p.stats.consumed.Load(),
+		SkippedDone:   p.stats.skipped.Load(),
+		Outputs:       p.stats.outputs.Load(),
+		DeadLettered:  p.stats.dlq.Load(),
+		Retries:       p.stats.retries.Load(),
+		Commits:       p.stats.commits.Load(),
+		Aborts:        p.stats.aborts.Load(),
+		Rebuilds:      p.stats.rebuilds.Load(),
+		Reprocessed:   p.stats.reprocessed.Load(),
+		Fenced:        p.stats.fenced.Load(),
+		StateRestored: p.stats.restored.Load(),
 	}
 	s.ActiveSessions = p.d.activeSessions()
 	return s

@@ -1,0 +1,137 @@
+// Package changelog mirrors a local keyspace to a compacted Kafka topic
+// partition. Writes go to the topic inside the processor's transaction and
+// are applied locally only after it commits, with a checkpoint; Restore
+// brings a keyspace up to the topic's committed end. The state store and
+// the dedupe marks share this one mechanism.
+package changelog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Target is a local keyspace mirrored from one changelog partition.
+type Target interface {
+	// Checkpoint returns the changelog topic ID and next offset applied.
+	Checkpoint() (topicID [16]byte, next int64, ok bool, err error)
+	// Reset drops the keyspace and its checkpoint.
+	Reset() error
+	// Apply applies changelog records (a nil value deletes) and sets the
+	// checkpoint, atomically.
+	Apply(recs []*kgo.Record, topicID [16]byte, next int64) error
+}
+
+// Stats describes one restore.
+type Stats struct {
+	Records int
+	Rebuilt bool // replayed from the start: no valid checkpoint
+	Took    time.Duration
+}
+
+// Restore replays the committed tail of topic/partition into t: from the
+// checkpoint when it belongs to this topic (same ID) and lies within the
+// log, else from the start after a reset. It stops at the last stable
+// offset, so it never applies an open or aborted transaction's writes.
+func Restore(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, partition int32, t Target, log *slog.Logger) (Stats, error) {
+	start := time.Now()
+	var st Stats
+	adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		return st, err
+	}
+	defer adm.Close()
+	ac := kadm.NewClient(adm)
+	td, err := ac.ListTopics(ctx, topic)
+	if err == nil {
+		err = td.Error()
+	}
+	if err != nil {
+		return st, fmt.Errorf("changelog: describing %s: %w", topic, err)
+	}
+	id := td[topic].ID
+	starts, err := ac.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return st, fmt.Errorf("changelog: start offsets of %s: %w", topic, err)
+	}
+	ends, err := ac.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return st, fmt.Errorf("changelog: end offsets of %s: %w", topic, err)
+	}
+	lo, _ := starts.Lookup(topic, partition)
+	hi, _ := ends.Lookup(topic, partition)
+
+	cpID, next, ok, err := t.Checkpoint()
+	if err != nil {
+		return st, err
+	}
+	if !ok || cpID != [16]byte(id) || next < lo.Offset || next > hi.Offset {
+		if ok {
+			log.Warn("state checkpoint does not match the changelog; rebuilding from its start",
+				"topic", topic, "partition", partition, "checkpoint", next, "log_start", lo.Offset, "log_end", hi.Offset,
+				"same_topic_id", cpID == [16]byte(id))
+		}
+		if err := t.Reset(); err != nil {
+			return st, err
+		}
+		st.Rebuilt, next = true, lo.Offset
+	}
+	if next >= hi.Offset {
+		st.Took = time.Since(start)
+		return st, nil
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(next)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	}, opts...)...)
+	if err != nil {
+		return st, err
+	}
+	defer cl.Close()
+	var batch []*kgo.Record
+	lastLog := time.Now()
+	for next < hi.Offset {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return st, fmt.Errorf("changelog: reading %s/%d: %w", topic, partition, ferr)
+		}
+		batch = batch[:0]
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset >= hi.Offset {
+				return
+			}
+			next = r.Offset + 1
+			if !r.Attrs.IsControl() {
+				batch = append(batch, r)
+			}
+		})
+		if err := t.Apply(batch, [16]byte(id), next); err != nil {
+			return st, err
+		}
+		st.Records += len(batch)
+		if time.Since(lastLog) > 5*time.Second {
+			lastLog = time.Now()
+			log.Info("restoring state", "topic", topic, "partition", partition, "records", st.Records,
+				"per_second", int(float64(st.Records)/time.Since(start).Seconds()), "at", next, "end", hi.Offset)
+		}
+	}
+	st.Took = time.Since(start)
+	return st, nil
+}

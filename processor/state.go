@@ -1,0 +1,240 @@
+package processor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/statestore"
+)
+
+// State is the session state a handler reads and writes, scoped to the
+// input partition of the record being handled.
+//
+// Reads see, in order: the record's own writes, then the writes of every
+// record of the partition that finished before this one was read but is not
+// yet applied to the local store (in the open transaction, waiting for the
+// next one, or committed moments ago), then the store. So a record always
+// sees the writes of the records before it in its session. Writes become
+// durable only if the record's transaction commits; after an abort the
+// record runs again and sees the state as it was.
+type State interface {
+	Get(key []byte) (value []byte, ok bool, err error)
+	Set(key, value []byte)
+	Delete(key []byte)
+	// Scan calls fn for each key with the prefix, in key order, until fn
+	// returns false. It merges the store with pending writes in memory:
+	// keep prefixes narrow.
+	Scan(prefix []byte, fn func(key, value []byte) bool) error
+}
+
+// WithStateStore gives handlers session state (see StateFrom), kept in a
+// Pebble store in dir and mirrored, inside each transaction, to a compacted
+// changelog topic "<group>-<input topic>-changelog" with one partition per
+// input partition (created if missing). Default: no state.
+func WithStateStore(dir string, opts *statestore.Options) Opt {
+	return func(c *config) { c.stateDir, c.stateOpts = dir, opts }
+}
+
+type stateKey struct{}
+
+// StateFrom returns the state of the record whose handler got ctx, or nil
+// if the processor has no state store.
+func StateFrom(ctx context.Context) State {
+	it, _ := ctx.Value(stateKey{}).(*item)
+	if it == nil {
+		return nil
+	}
+	return it
+}
+
+func changelogTopic(group, input string) string { return group + "-" + input + "-changelog" }
+
+type stateWrite struct {
+	statestore.Write
+	seq uint64
+}
+
+// partState is a partition's state that is not yet in the store.
+type partState struct {
+	store *statestore.Store
+	p     statestore.Partition
+
+	mu   sync.Mutex
+	over map[string]stateWrite // latest unapplied write per key
+	seq  uint64
+
+	// Loop-owned.
+	txn       []stateWrite // writes in the open transaction
+	restoring bool
+	waiting   []*item // fetched during the restore, not yet dispatched
+}
+
+func (it *item) Get(key []byte) ([]byte, bool, error) {
+	for i := len(it.writes) - 1; i >= 0; i-- {
+		if w := &it.writes[i]; bytes.Equal(w.Key, key) {
+			return w.Value, !w.Delete, nil
+		}
+	}
+	ps := it.part.state
+	ps.mu.Lock()
+	w, ok := ps.over[string(key)]
+	ps.mu.Unlock()
+	if ok {
+		return w.Value, !w.Delete, nil
+	}
+	return ps.store.Get(ps.p, key)
+}
+
+func (it *item) Set(key, value []byte) {
+	it.writes = append(it.writes, stateWrite{Write: statestore.Write{Key: bytes.Clone(key), Value: bytes.Clone(value)}})
+}
+
+func (it *item) Delete(key []byte) {
+	it.writes = append(it.writes, stateWrite{Write: statestore.Write{Key: bytes.Clone(key), Delete: true}})
+}
+
+func (it *item) Scan(prefix []byte, fn func(key, value []byte) bool) error {
+	merged := make(map[string]stateWrite)
+	if err := it.part.state.store.Scan(it.part.state.p, prefix, func(k, v []byte) bool {
+		merged[string(k)] = stateWrite{Write: statestore.Write{Key: bytes.Clone(k), Value: bytes.Clone(v)}}
+		return true
+	}); err != nil {
+		return err
+	}
+	ps := it.part.state
+	ps.mu.Lock()
+	for k, w := range ps.over {
+		if bytes.HasPrefix(w.Key, prefix) {
+			merged[k] = w
+		}
+	}
+	ps.mu.Unlock()
+	for _, w := range it.writes {
+		if bytes.HasPrefix(w.Key, prefix) {
+			merged[string(w.Key)] = w
+		}
+	}
+	keys := make([]string, 0, len(merged))
+	for k, w := range merged {
+		if !w.Delete {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !fn([]byte(k), merged[k].Value) {
+			break
+		}
+	}
+	return nil
+}
+
+// publishWrites makes a finished record's writes visible to the records
+// after it, before the loop learns it finished.
+func publishWrites(it *item) {
+	ps := it.part.state
+	if ps == nil || len(it.writes) == 0 {
+		return
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if it.gen != it.part.gen.Load() || it.stuck.Load() {
+		return // rewound, revoked or dead-lettered: these writes never count
+	}
+	for i := range it.writes {
+		ps.seq++
+		it.writes[i].seq = ps.seq
+		ps.over[string(it.writes[i].Key)] = it.writes[i]
+	}
+}
+
+// applied drops overlay entries the store now holds, unless a later write
+// replaced them.
+func (ps *partState) applied(ws []stateWrite) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, w := range ws {
+		if cur, ok := ps.over[string(w.Key)]; ok && cur.seq == w.seq {
+			delete(ps.over, string(w.Key))
+		}
+	}
+}
+
+// ensureChangelogs creates missing changelog topics, compacted, with as
+// many partitions as their input topics.
+func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, cfg.kgoOpts...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	want := make([]string, 0, len(cfg.inputs))
+	for _, in := range cfg.inputs {
+		want = append(want, changelogTopic(cfg.group, in))
+	}
+	td, err := adm.ListTopics(ctx, append(want, cfg.inputs...)...)
+	if err != nil {
+		return nil, fmt.Errorf("processor: describing topics for the state changelog: %w", err)
+	}
+	compact := "compact"
+	for i, in := range cfg.inputs {
+		it, ok := td[in]
+		if !ok || it.Err != nil {
+			return nil, fmt.Errorf("processor: input topic %s: %v", in, it.Err)
+		}
+		name := want[i]
+		if ct, ok := td[name]; ok && ct.Err == nil {
+			if len(ct.Partitions) < len(it.Partitions) {
+				return nil, fmt.Errorf("processor: changelog %s has %d partitions, input %s has %d", name, len(ct.Partitions), in, len(it.Partitions))
+			}
+			continue
+		}
+		resp, err := adm.CreateTopic(ctx, int32(len(it.Partitions)), -1, map[string]*string{"cleanup.policy": &compact}, name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("processor: creating changelog %s: %w", name, err)
+		}
+	}
+	// New topics take a moment to show up in metadata.
+	for try := 0; ; try++ {
+		if td, err = adm.ListTopics(ctx, want...); err == nil {
+			err = td.Error()
+		}
+		if err == nil || try == 50 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("processor: describing changelog topics: %w", err)
+	}
+	ids := make(map[string][16]byte, len(want))
+	for _, name := range want {
+		ids[name] = td[name].ID
+	}
+	return ids, nil
+}
+
+// changelogPartitioner writes changelog records to the partition they name
+// and everything else by key, as the default partitioner does.
+type changelogPartitioner struct {
+	topics map[string]bool
+	dflt   kgo.Partitioner
+}
+
+func (p changelogPartitioner) ForTopic(t string) kgo.TopicPartitioner {
+	if p.topics[t] {
+		return kgo.ManualPartitioner().ForTopic(t)
+	}
+	return p.dflt.ForTopic(t)
+}

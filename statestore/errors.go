@@ -1,0 +1,18 @@
+package statestore
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrCorrupt means the store's files or a value in it cannot be read as
+// written. The store is never emptied or rebuilt silently: remove the
+// directory to rebuild it from the changelog.
+var ErrCorrupt = errors.New("statestore: corrupt store")
+
+// ErrClosed is returned by calls on a closed store.
+var ErrClosed = errors.New("statestore: closed")
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,239 @@
+package statestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+)
+
+// Key layout. Data: 'd' | ns | user key. Checkpoint: 'c' | ns. The
+// namespace ns is uvarint(len(topic)) | topic | partition (4 bytes), so one
+// partition's keys are one contiguous range.
+const (
+	prefixData       = 'd'
+	prefixCheckpoint = 'c'
+	formatKey        = "\x00format"
+	formatValue      = "onceflow-statestore/1"
+)
+
+// Partition names an input partition.
+type Partition struct {
+	Topic     string
+	Partition int32
+}
+
+func (p Partition) ns(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(p.Topic)))
+	dst = append(dst, p.Topic...)
+	return binary.BigEndian.AppendUint32(dst, uint32(p.Partition))
+}
+
+func (p Partition) dataKey(key []byte) []byte {
+	return append(p.ns([]byte{prefixData}), key...)
+}
+
+// dataRange returns the bounds of the partition's data keys with prefix.
+func (p Partition) dataRange(prefix []byte) (lo, hi []byte) {
+	lo = append(p.ns([]byte{prefixData}), prefix...)
+	return lo, prefixEnd(lo)
+}
+
+func prefixEnd(b []byte) []byte {
+	end := bytes.Clone(b)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i]++; end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil // all 0xff: no upper bound
+}
+
+// Checkpoint says how far the changelog has been applied for a partition.
+type Checkpoint struct {
+	TopicID [16]byte // the changelog topic's ID: a recreated topic does not match
+	Next    int64    // the next changelog offset to apply
+}
+
+// Write is one change: Value nil with Delete set removes the key.
+type Write struct {
+	Key, Value []byte
+	Delete     bool
+}
+
+// Store is a Pebble database holding every partition's state.
+type Store struct {
+	db   *pebble.DB
+	sync *pebble.WriteOptions
+}
+
+// Open opens or creates the store in dir. A directory that holds files but
+// not a statestore fails with ErrCorrupt.
+func Open(dir string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.EnsureDefaults()
+	names, err := o.FS.List(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("statestore: %w", err)
+	}
+	fresh := len(names) == 0
+	po := &pebble.Options{
+		FS:               o.FS,
+		Cache:            pebble.NewCache(o.CacheSize),
+		ErrorIfNotExists: !fresh,
+		Logger:           pebbleLogger{o.Logger},
+	}
+	defer po.Cache.Unref()
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		if !fresh {
+			return nil, fmt.Errorf("%w: opening %s: %v", ErrCorrupt, dir, err)
+		}
+		return nil, fmt.Errorf("statestore: opening %s: %w", dir, err)
+	}
+	s := &Store{db: db, sync: pebble.NoSync}
+	if o.Sync {
+		s.sync = pebble.Sync
+	}
+	if err := s.checkFormat(fresh); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) checkFormat(fresh bool) error {
+	v, closer, err := s.db.Get([]byte(formatKey))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound) && fresh:
+		return s.db.Set([]byte(formatKey), []byte(formatValue), pebble.Sync)
+	case errors.Is(err, pebble.ErrNotFound):
+		return corrupt("format marker missing")
+	case err != nil:
+		return fmt.Errorf("%w: reading format marker: %v", ErrCorrupt, err)
+	}
+	defer closer.Close()
+	if string(v) != formatValue {
+		return corrupt("unknown format %q", v)
+	}
+	return nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Get returns a copy of key's committed value in the partition.
+func (s *Store) Get(p Partition, key []byte) ([]byte, bool, error) {
+	v, closer, err := s.db.Get(p.dataKey(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	return bytes.Clone(v), true, nil
+}
+
+// Scan calls fn for each committed key with the prefix, in key order,
+// until fn returns false.
+func (s *Store) Scan(p Partition, prefix []byte, fn func(key, value []byte) bool) error {
+	lo, hi := p.dataRange(prefix)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	nsLen := len(lo) - len(prefix)
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		if !fn(it.Key()[nsLen:], v) {
+			break
+		}
+	}
+	return it.Close()
+}
+
+// Checkpoint returns how far the partition's changelog has been applied.
+func (s *Store) Checkpoint(p Partition) (Checkpoint, bool, error) {
+	v, closer, err := s.db.Get(p.ns([]byte{prefixCheckpoint}))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Checkpoint{}, false, nil
+	}
+	if err != nil {
+		return Checkpoint{}, false, err
+	}
+	defer closer.Close()
+	if len(v) != 24 {
+		return Checkpoint{}, false, corrupt("checkpoint of %s/%d has %d bytes", p.Topic, p.Partition, len(v))
+	}
+	var c Checkpoint
+	copy(c.TopicID[:], v)
+	c.Next = int64(binary.BigEndian.Uint64(v[16:]))
+	return c, true, nil
+}
+
+// Batch collects writes and checkpoints to apply atomically.
+type Batch struct {
+	b *pebble.Batch
+	s *Store
+}
+
+// NewBatch starts a batch.
+func (s *Store) NewBatch() *Batch { return &Batch{b: s.db.NewBatch(), s: s} }
+
+// Write adds writes for a partition.
+func (b *Batch) Write(p Partition, ws ...Write) {
+	for _, w := range ws {
+		k := p.dataKey(w.Key)
+		if w.Delete {
+			_ = b.b.Delete(k, nil)
+		} else {
+			_ = b.b.Set(k, w.Value, nil)
+		}
+	}
+}
+
+// SetCheckpoint records how far the partition's changelog is applied.
+func (b *Batch) SetCheckpoint(p Partition, c Checkpoint) {
+	v := binary.BigEndian.AppendUint64(c.TopicID[:], uint64(c.Next))
+	_ = b.b.Set(p.ns([]byte{prefixCheckpoint}), v, nil)
+}
+
+// Reset drops every key and the checkpoint of a partition, before a
+// rebuild from the start of its changelog.
+func (b *Batch) Reset(p Partition) {
+	lo, hi := p.dataRange(nil)
+	_ = b.b.DeleteRange(lo, hi, nil)
+	_ = b.b.Delete(p.ns([]byte{prefixCheckpoint}), nil)
+}
+
+// Commit applies the batch atomically.
+func (b *Batch) Commit() error {
+	defer b.b.Close()
+	return b.b.Commit(b.s.sync)
+}
+
+type pebbleLogger struct{ l interface{ Error(string, ...any) } }
+
+func (pebbleLogger) Infof(string, ...any) {}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble", "fatal", true)
+	panic(fmt.Sprintf(format, args...))
+}
