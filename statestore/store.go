@@ -227,7 +227,9 @@ func (b *Batch) Commit() error {
 	return b.b.Commit(b.s.sync)
 }
 
-type pebbleLogger struct{ l interface{ Error(string, ...any) } }
+type pebbleLogger struct {
+	l interface{ Error(string, ...any) }
+}
 
 func (pebbleLogger) Infof(string, ...any) {}
 func (p pebbleLogger) Errorf(format string, args ...any) {
