@@ -13,11 +13,13 @@ import (
 // work with a no-op handler and 1,000 sessions: tracking the record in its
 // partition, dispatching it to its session goroutine, handing the
 // completion back and marking it done. Kafka is not involved.
-func BenchmarkDispatchTrackComplete(b *testing.B) {
+func BenchmarkDispatchTrackComplete(b *testing.B) { benchDispatch(b) }
+
+func benchDispatch(b *testing.B, opts ...Opt) {
 	const sessions, batch = 1000, 1000
-	p, err := New(WithBrokers("x"), WithGroup("g"), WithInstanceID("i"), WithInputTopics("in"),
+	p, err := New(append([]Opt{WithBrokers("x"), WithGroup("g"), WithInstanceID("i"), WithInputTopics("in"),
 		WithHandler(func(context.Context, *kgo.Record, Emitter) error { return nil }),
-		WithIdleSessionTimeout(time.Minute))
+		WithIdleSessionTimeout(time.Minute)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // dispatcher runs records on session goroutines. A session's key is hashed
@@ -18,6 +20,7 @@ type dispatcher struct {
 	shards   []shard
 	complete func(*item) // hands a finished item back to the loop
 	retries  *atomic.Int64
+	tracer   trace.Tracer // nil: no tracing
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -176,10 +179,32 @@ func (d *dispatcher) next(s *session, idle *time.Timer) *item {
 func (d *dispatcher) handle(s *session, it *item) {
 	cfg := d.cfg
 	d.resetSessionCtx(s)
+	var span trace.Span
+	var spanCtx context.Context
+	if d.tracer != nil {
+		spanCtx, span = startHandle(context.Background(), d.tracer, it)
+		defer func() {
+			if span != nil { // stale, stuck or stopping: no outputs from here
+				abandonHandle(span, it)
+			}
+		}()
+	}
+	// finish hands it back to the loop, ending its span first: once the
+	// loop has it, the session must not touch it.
+	finish := func(reason string, err error) {
+		if span != nil {
+			endHandle(spanCtx, span, it, reason, err)
+			span = nil
+		}
+		d.complete(it)
+	}
 	for {
 		it.outputs, it.writes = it.outputs[:0], it.writes[:0]
 		it.attempts++
 		ctx := s.ctx
+		if span != nil {
+			ctx = trace.ContextWithSpan(ctx, span)
+		}
 		if it.part.state != nil {
 			ctx = context.WithValue(ctx, stateKey{}, it)
 		}
@@ -189,7 +214,7 @@ func (d *dispatcher) handle(s *session, it *item) {
 		}
 		if err == nil {
 			publishWrites(it)
-			d.complete(it)
+			finish("", nil)
 			return
 		}
 		if it.stuck.Load() || d.ctx.Err() != nil {
@@ -205,15 +230,18 @@ func (d *dispatcher) handle(s *session, it *item) {
 		case errors.As(err, &perm) || (cfg.permanent != nil && cfg.permanent(err)):
 			it.outputs, it.writes = it.outputs[:0], it.writes[:0]
 			it.dlq = deadLetter(cfg.dlq, it, reasonPermanent, err, it.attempts, it.firstFailure)
-			d.complete(it)
+			finish(reasonPermanent, err)
 			return
 		case cfg.retry.exhausted(it.attempts, now.Sub(it.firstFailure)):
 			it.outputs, it.writes = it.outputs[:0], it.writes[:0]
 			it.dlq = deadLetter(cfg.dlq, it, reasonRetriesExhausted, err, it.attempts, it.firstFailure)
-			d.complete(it)
+			finish(reasonRetriesExhausted, err)
 			return
 		}
 		d.retries.Add(1)
+		if span != nil {
+			retryEvent(span, it.attempts, err)
+		}
 		select {
 		case <-cfg.clock.After(cfg.retry.delay(it.attempts)):
 		case <-s.ctx.Done():

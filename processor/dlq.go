@@ -14,6 +14,18 @@ const (
 	reasonStuck            = "stuck"
 )
 
+// dlqReasons indexes the per-reason dead-letter counters.
+var dlqReasons = [...]string{reasonPermanent, reasonRetriesExhausted, reasonStuck}
+
+func reasonIndex(reason string) int {
+	for i, r := range dlqReasons {
+		if r == reason {
+			return i
+		}
+	}
+	return 0
+}
+
 // Dead-letter headers: where the record came from and why it failed. The
 // input's own headers follow them unchanged.
 const (

@@ -37,4 +37,13 @@
 // aborted transaction, a crash or a rebalance runs the handler again for
 // records that were not committed. Make such effects idempotent, for
 // example with package dedupe and the event ID as idempotency key.
+//
+// # Observability
+//
+// WithMetrics registers Prometheus metrics (prefixed onceflow_, plus the
+// client's own under onceflow_kafka_) on a registry of yours;
+// WithTracerProvider traces each record with OpenTelemetry, continuing the
+// W3C trace context of its input's headers into its outputs' headers.
+// Both are off by default and then cost nothing per record. See
+// docs/operations.md for the metrics reference and what to alert on.
 package processor

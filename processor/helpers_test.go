@@ -42,7 +42,7 @@ func newPipeline(t *testing.T, c *kafkatest.Cluster, partitions int32, inputs, s
 func sessionKey(id, sessions int) string { return fmt.Sprintf("s%05d", id%sessions) }
 
 // produce writes input IDs [from, to): session id%sessions, in ID order.
-func (pl *pipeline) produce(t *testing.T, from, to int) {
+func (pl *pipeline) produce(t testing.TB, from, to int) {
 	t.Helper()
 	cl := pl.c.Client(t, kgo.DefaultProduceTopic(pl.in))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -44,8 +45,11 @@ type lifetime struct {
 
 	pendingRebalance atomic.Bool
 
-	restored    chan restoreResult
-	restoreCtx  context.Context
+	restored   chan restoreResult
+	restoreCtx context.Context
+	// produceCtx outlives Run's context: records of a transaction that
+	// is still to commit must not be canceled by a shutdown.
+	produceCtx  context.Context
 	restoreWG   sync.WaitGroup
 	stopRestore context.CancelFunc
 
@@ -57,11 +61,13 @@ type lifetime struct {
 	produceErr error
 	txnOutputs int64
 	txnDLQ     int64
+	txnDLQBy   [len(dlqReasons)]int64
+	listedEnds map[tp]int64 // end offsets listed by refreshEnds, for publish
 }
 
 func (p *Processor) runLifetime(ctx context.Context) error {
 	l := &lifetime{p: p, cfg: &p.cfg, parts: make(map[tp]*partition), fetched: make(map[tp]committedInfo),
-		restored: make(chan restoreResult, 64), clNext: make(map[tp]int64)}
+		restored: make(chan restoreResult, 64), clNext: make(map[tp]int64), listedEnds: make(map[tp]int64)}
 	cfg := l.cfg
 	var restoreCtx context.Context
 	restoreCtx, l.stopRestore = context.WithCancel(ctx)
@@ -70,6 +76,7 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 		l.restoreWG.Wait()
 	}()
 	l.restoreCtx = restoreCtx
+	l.produceCtx = context.WithoutCancel(ctx)
 	clientOpts := append([]kgo.Opt{}, cfg.kgoOpts...)
 	if p.store != nil {
 		topics := make(map[string]bool)
@@ -77,6 +84,12 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 			topics[changelogTopic(cfg.group, in)] = true
 		}
 		clientOpts = append(clientOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
+	}
+	if p.metrics != nil {
+		// kprom registers the client's metrics when the client is
+		// created and unregisters them when it closes, so a rebuilt
+		// client takes over the same series.
+		clientOpts = append(clientOpts, kgo.WithHooks(p.metrics.kprom))
 	}
 	s, err := txn.NewSession(txn.Config{
 		Brokers:            cfg.brokers,
@@ -97,10 +110,17 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
 	l.s = s
+	var refreshWG sync.WaitGroup
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer func() {
+		stopRefresh()
+		refreshWG.Wait()
 		l.staleAll()
 		s.Close()
 	}()
+	if p.metrics != nil {
+		refreshWG.Go(func() { l.refreshEnds(refreshCtx) })
+	}
 	return l.run(ctx)
 }
 
@@ -138,6 +158,7 @@ func (l *lifetime) run(ctx context.Context) error {
 		if err := l.commit(ctx); err != nil {
 			return err
 		}
+		l.publish()
 		l.nextCommit = time.Now().Add(cfg.commitInterval)
 		l.pendingRebalance.Store(false)
 		l.s.AllowRebalance()
@@ -181,9 +202,15 @@ func (l *lifetime) intake(fs kgo.Fetches) {
 	var consumed, skipped int64
 	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if len(ftp.Records) == 0 {
+			if p := l.parts[tp{ftp.Topic, ftp.Partition}]; p != nil && ftp.Err == nil {
+				p.hwm = max(p.hwm, ftp.HighWatermark)
+			}
 			return
 		}
 		p := l.partition(ftp.Topic, ftp.Partition)
+		if ftp.Err == nil {
+			p.hwm = max(p.hwm, ftp.HighWatermark)
+		}
 		gen := p.gen.Load()
 		for _, r := range ftp.Records {
 			isNew, finished := p.accept(r.Offset)
@@ -194,8 +221,7 @@ func (l *lifetime) intake(fs kgo.Fetches) {
 			if finished {
 				skipped++
 				if len(p.pending) > 0 {
-					p.pending = append(p.pending, &item{rec: r, part: p, gen: gen, done: true})
-					p.done++
+					p.appendDone(&item{rec: r, part: p, gen: gen, done: true})
 				}
 				continue
 			}
@@ -306,6 +332,9 @@ func (l *lifetime) drain(ctx context.Context) error {
 func (l *lifetime) admitHeld(ctx context.Context, p *partition) error {
 	// The lowest unfinished record may wait behind others: take it first
 	// (see drain), which makes room for the rest.
+	if len(p.held) > 0 {
+		p.measureMeta() // once per drain; admissions below only add to it
+	}
 	for len(p.held) > 0 {
 		i := slices.Index(p.held, p.pending[0])
 		if i < 0 {
@@ -367,12 +396,13 @@ func (l *lifetime) produce(ctx context.Context, outputs []*kgo.Record, dlq *kgo.
 		if r.Topic == "" {
 			r.Topic = l.cfg.output
 		}
-		l.s.Produce(ctx, r, l.promise)
+		l.s.Produce(l.produceCtx, r, l.promise)
 	}
 	l.txnOutputs += int64(len(outputs))
 	if dlq != nil {
-		l.s.Produce(ctx, dlq, l.promise)
+		l.s.Produce(l.produceCtx, dlq, l.promise)
 		l.txnDLQ++
+		l.txnDLQBy[reasonIndex(headerValue(dlq, HeaderReason))]++
 	}
 	return nil
 }
@@ -420,12 +450,14 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 func (l *lifetime) backpressure() {
 	overTotal := l.totalBuffered() >= l.cfg.maxBuffer
 	var pause, resume map[string][]int32
+	now := time.Now()
 	for _, p := range l.parts {
 		want := overTotal || p.buffered() >= l.cfg.maxPartitionBuffer || len(p.held) > 0
 		if want == p.paused {
 			continue
 		}
 		p.paused = want
+		l.logPause(p, now)
 		m := &resume
 		if want {
 			m = &pause
@@ -437,12 +469,33 @@ func (l *lifetime) backpressure() {
 	}
 	if pause != nil {
 		l.s.Client().PauseFetchPartitions(pause)
-		l.cfg.logger.Debug("paused fetching", "partitions", pause)
 	}
 	if resume != nil {
 		l.s.Client().ResumeFetchPartitions(resume)
-		l.cfg.logger.Debug("resumed fetching", "partitions", resume)
 	}
+}
+
+// pauseLogInterval rate-limits the Info logs of pauses and resumes per
+// partition; the changes in between are logged at Debug.
+const pauseLogInterval = 30 * time.Second
+
+// logPause logs a change of p's fetch state: at Info at most once per
+// pauseLogInterval per partition, else at Debug.
+func (l *lifetime) logPause(p *partition, now time.Time) {
+	level := slog.LevelDebug
+	if now.Sub(p.pauseLogged) >= pauseLogInterval {
+		level, p.pauseLogged = slog.LevelInfo, now
+	}
+	msg := "resumed fetching"
+	if p.paused {
+		msg = "paused fetching: buffer or commit metadata full"
+	}
+	var oldest int64 = -1
+	if len(p.pending) > 0 {
+		oldest = p.pending[0].rec.Offset
+	}
+	l.cfg.logger.Log(context.Background(), level, msg, "topic", p.topic, "partition", p.id,
+		"offset", p.next, "oldest_unfinished", oldest, "buffered", p.buffered(), "held", len(p.held))
 }
 
 // waitInFlight waits, at most the drain timeout, for dispatched records to
@@ -471,6 +524,14 @@ func (l *lifetime) waitInFlight(ctx, drainCtx context.Context) error {
 func (l *lifetime) commit(ctx context.Context) error {
 	if !l.s.InTxn() {
 		return nil
+	}
+	// Flush first: a record that failed must be seen before the offsets
+	// of its input are committed, or the input would be lost.
+	fctx, cancel := context.WithTimeout(l.produceCtx, l.cfg.txnTimeout)
+	err := l.s.Client().Flush(fctx)
+	cancel()
+	if err != nil {
+		return &txn.Error{Class: txn.ClassReset, Op: "flush", Err: err}
 	}
 	l.mu.Lock()
 	perr := l.produceErr
@@ -542,7 +603,10 @@ func (l *lifetime) commit(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	committed, err := l.s.Commit(ctx, rewrite)
+	spanCtx, span := l.startCommit(ctx)
+	committed, err := l.s.Commit(spanCtx, rewrite)
+	l.p.metrics.observeCommit(time.Since(start))
+	endCommit(span, committed, err)
 	if err != nil {
 		return err
 	}
@@ -564,7 +628,10 @@ func (l *lifetime) commit(ctx context.Context) error {
 	l.p.stats.commits.Add(1)
 	l.p.stats.outputs.Add(l.txnOutputs)
 	l.p.stats.dlq.Add(l.txnDLQ)
-	l.txnOutputs, l.txnDLQ = 0, 0
+	for i, n := range l.txnDLQBy {
+		l.p.stats.dlqBy[i].Add(n)
+	}
+	l.txnOutputs, l.txnDLQ, l.txnDLQBy = 0, 0, [len(dlqReasons)]int64{}
 	l.cfg.logger.Debug("committed", "took", time.Since(start))
 	return nil
 }
@@ -578,11 +645,11 @@ func (l *lifetime) rewindAll() {
 		l.cfg.logger.Debug("rewind", "partition", k.partition, "to", p.committed, "done", p.committedDone, "next_was", p.next)
 		redo += int64(p.doneSinceCommit + len(p.held))
 		np := l.newPartition(p.topic, p.id, p.committed, p.committedDone)
-		np.paused = p.paused
+		np.paused, np.pauseLogged, np.hwm = p.paused, p.pauseLogged, p.hwm
 		p.gen.Store(0)
 		l.parts[k] = np
 	}
-	l.txnOutputs, l.txnDLQ = 0, 0
+	l.txnOutputs, l.txnDLQ, l.txnDLQBy = 0, 0, [len(dlqReasons)]int64{}
 	l.mu.Lock()
 	clear(l.clNext)
 	l.mu.Unlock()
@@ -613,6 +680,7 @@ func (l *lifetime) handleEvents(ctx context.Context) error {
 	resume := make(map[string][]int32)
 	for _, k := range revoked {
 		l.cfg.logger.Debug("revoked", "partition", k.partition)
+		l.p.metrics.unpublish(k)
 		if p := l.parts[k]; p != nil {
 			p.gen.Store(0)
 			delete(l.parts, k)
@@ -625,6 +693,7 @@ func (l *lifetime) handleEvents(ctx context.Context) error {
 		l.s.Client().ResumeFetchPartitions(resume)
 	}
 	if rebalanced {
+		l.p.stats.rebalances.Add(1)
 		l.cfg.logger.Debug("rebalanced", "in_txn", l.s.InTxn())
 	}
 	if rebalanced && !l.s.InTxn() {
@@ -703,6 +772,7 @@ func (l *lifetime) shutdown() error {
 		return err
 	}
 	err := l.commit(ctx)
+	l.publish()
 	if err != nil {
 		l.cfg.logger.Warn("final commit failed; the next start resumes from what is committed", "err", err)
 		if errors.Is(err, ErrFenced) {

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow/statestore"
 )
@@ -87,6 +89,8 @@ type config struct {
 	kgoOpts            []kgo.Opt
 	stateDir           string
 	stateOpts          *statestore.Options
+	registerer         prometheus.Registerer
+	tracerProvider     trace.TracerProvider
 }
 
 func defaults() config {
@@ -97,7 +101,7 @@ func defaults() config {
 		rebalanceTimeout:   60 * time.Second,
 		retry:              DefaultRetryPolicy(),
 		idleSession:        10 * time.Second,
-		maxPartitionBuffer: 10_000,
+		maxPartitionBuffer: 1_000,
 		maxBuffer:          100_000,
 		maxMetadataBytes:   4096,
 		drainTimeout:       5 * time.Second,
@@ -185,8 +189,11 @@ func WithIdleSessionTimeout(d time.Duration) Opt { return func(c *config) { c.id
 func WithStuckTimeout(d time.Duration) Opt { return func(c *config) { c.stuckTimeout = d } }
 
 // WithMaxBuffered bounds fetched but unfinished records per partition and
-// in total. Fetching pauses at the bounds; nothing is dropped.
-// Default 10,000 per partition and 100,000 in total.
+// in total. Fetching pauses at the bounds; nothing is dropped. The
+// per-partition bound also limits how far past its lowest unfinished record
+// a partition runs ahead, and so the size of the map of finished records in
+// the commit metadata: at 1,000 it stays well inside the broker's default
+// 4096 bytes. Default 1,000 per partition and 100,000 in total.
 func WithMaxBuffered(perPartition, total int) Opt {
 	return func(c *config) { c.maxPartitionBuffer, c.maxBuffer = perPartition, total }
 }
@@ -204,6 +211,23 @@ func WithDrainTimeout(d time.Duration) Opt { return func(c *config) { c.drainTim
 
 // WithLogger sets the logger for operational events. Default: discard.
 func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.logger = l } }
+
+// WithMetrics registers the processor's Prometheus metrics (see
+// docs/operations.md), and the franz-go client's own (kprom, prefixed
+// onceflow_kafka_), on reg. Every metric has constant labels group and
+// instance, so several processors can share one registry. Default: no
+// metrics, and no work for them on the record path.
+func WithMetrics(reg prometheus.Registerer) Opt { return func(c *config) { c.registerer = reg } }
+
+// WithTracerProvider traces each record with OpenTelemetry: a span
+// "onceflow.handle" per record, a child of the context in the record's W3C
+// traceparent header, whose context the handler gets and which is injected
+// into the headers of the record's outputs and dead-letter record; and a
+// span "onceflow.commit" per transaction. Default: no tracing, and no work
+// for it on the record path.
+func WithTracerProvider(tp trace.TracerProvider) Opt {
+	return func(c *config) { c.tracerProvider = tp }
+}
 
 // WithClock sets the clock for retry backoff and stuck detection.
 // Default: the system clock.

@@ -61,16 +61,19 @@ type partition struct {
 	committedDone []offsetmeta.Range // finished above it, as committed
 	skip          []offsetmeta.Range // still to skip at intake
 
+	metaBound       int // upper bound on the commit metadata's binary size
 	doneSinceCommit int
 	paused          bool
+	pauseLogged     time.Time  // last Info log of a pause or resume
+	hwm             int64      // high watermark last seen (-1: none), for the lag gauge
 	headSince       time.Time  // when pending[0] became the head
 	laneKey         []byte     // session key under OrderByPartition
 	state           *partState // nil without a state store
 }
 
 func newPartition(topic string, id int32, gen uint64, committed int64, done []offsetmeta.Range) *partition {
-	p := &partition{topic: topic, id: id, next: committed, committed: committed, committedDone: done, skip: done,
-		laneKey: fmt.Appendf(nil, "%s/%d", topic, id)}
+	p := &partition{metaBound: 1, topic: topic, id: id, next: committed, committed: committed, committedDone: done, skip: done,
+		laneKey: fmt.Appendf(nil, "%s/%d", topic, id), hwm: -1}
 	p.gen.Store(gen)
 	return p
 }
@@ -94,6 +97,9 @@ func (p *partition) accept(offset int64) (isNew, finished bool) {
 
 // markDone marks a pending item finished and drops the finished prefix.
 func (p *partition) markDone(it *item) {
+	if p.pending[0] != it {
+		p.growMetaBound()
+	} // finishing the head only shrinks the metadata
 	it.done = true
 	p.done++
 	p.doneSinceCommit++
@@ -105,16 +111,37 @@ func (p *partition) markDone(it *item) {
 	if i > 0 {
 		p.pending = p.pending[i:]
 		p.done -= i
-
 	}
 }
 
 // unmarkDone reverts markDone for an item that is not the lowest pending one
-// (so no prefix was dropped).
+// (so no prefix was dropped). The metadata bound stays an upper bound.
 func (p *partition) unmarkDone(it *item) {
 	it.done = false
 	p.done--
 	p.doneSinceCommit--
+}
+
+// appendDone adds a record that an earlier transaction finished.
+func (p *partition) appendDone(it *item) {
+	p.pending = append(p.pending, it)
+	p.done++
+	p.growMetaBound()
+}
+
+// growMetaBound accounts for one more finished record above the head. It
+// adds at most one (pending, done) pair to the metadata, whose two uvarints
+// are no longer than the pending span's; extending or merging runs adds
+// less. Finishing the head only ever shrinks the metadata.
+func (p *partition) growMetaBound() {
+	span := p.pending[len(p.pending)-1].rec.Offset - p.pending[0].rec.Offset + 1
+	p.metaBound += 2 * offsetmeta.UvarintLen(uint64(span))
+}
+
+// measureMeta sets the bound to the exact size: a walk over pending.
+func (p *partition) measureMeta() {
+	base, done := p.commitPoint()
+	p.metaBound = offsetmeta.BinaryLen(base, done)
 }
 
 // commitPoint is the offset to commit (the lowest unfinished record, or the
@@ -146,12 +173,12 @@ func (p *partition) commitPoint() (int64, []offsetmeta.Range) {
 }
 
 // metadataFits reports whether the commit metadata stays within max bytes.
+// The exact size is only measured when the running upper bound exceeds it,
+// so the cost per finished record stays constant away from the limit.
 func (p *partition) metadataFits(max int) bool {
-	// Each range costs at most 20 bytes before base64: skip the exact
-	// computation while even the worst case fits.
-	if (p.done*20+1)*4/3+len(offsetmeta.Prefix)+4 <= max {
+	if p.done == 0 || offsetmeta.EncodedLenOf(p.metaBound) <= max {
 		return true
 	}
-	base, done := p.commitPoint()
-	return offsetmeta.EncodedLen(base, done) <= max
+	p.measureMeta()
+	return p.done == 0 || offsetmeta.EncodedLenOf(p.metaBound) <= max
 }

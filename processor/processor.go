@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/txn"
 )
@@ -27,8 +29,10 @@ type Processor struct {
 	// can resume as soon as completions free room.
 	pollWake atomic.Pointer[context.CancelFunc]
 
-	stats counters
-	d     *dispatcher
+	stats   counters
+	d       *dispatcher
+	metrics *metrics     // nil without WithMetrics
+	tracer  trace.Tracer // nil without WithTracerProvider
 
 	store        *statestore.Store   // nil without WithStateStore
 	changelogIDs map[string][16]byte // changelog topic IDs, for checkpoints
@@ -47,6 +51,11 @@ func New(opts ...Opt) (*Processor, error) {
 	p := &Processor{cfg: cfg, compWake: make(chan struct{}, 1)}
 	p.d = newDispatcher(&p.cfg, 4*runtime.GOMAXPROCS(0), p.complete)
 	p.d.retries = &p.stats.retries
+	if cfg.tracerProvider != nil {
+		p.tracer = cfg.tracerProvider.Tracer(tracerName)
+		p.d.tracer = p.tracer
+	}
+	p.metrics = newMetrics(cfg.registerer, &p.cfg, p)
 	return p, nil
 }
 
@@ -103,7 +112,8 @@ func (p *Processor) Run(ctx context.Context) error {
 			return nil
 		case errors.Is(err, ErrFenced):
 			p.stats.fenced.Add(1)
-			log.Error("fenced by a newer instance with the same instance ID; stopping", "instance", p.cfg.instanceID, "err", err)
+			log.Error("fenced by a newer instance with the same instance ID; stopping",
+				"group", p.cfg.group, "instance", p.cfg.instanceID, "err", err)
 			return err
 		case txn.ClassOf(err) == txn.ClassReset || txn.ClassOf(err) == txn.ClassOutcomeUnknown:
 			p.stats.rebuilds.Add(1)
@@ -125,6 +135,7 @@ type Stats struct {
 	SkippedDone    int64 // records skipped because a committed transaction finished them
 	Outputs        int64 // output records in committed transactions
 	DeadLettered   int64 // dead-letter records in committed transactions
+	Rebalances     int64 // group rebalances seen (assignments and revocations)
 	Retries        int64
 	Commits        int64
 	Aborts         int64 // transactions aborted (rebalances, refused commits)
@@ -136,7 +147,8 @@ type Stats struct {
 }
 
 type counters struct {
-	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced, restored atomic.Int64
+	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
+	dlqBy                                                                                                          [len(dlqReasons)]atomic.Int64
 }
 
 // Stats returns the current counters.
@@ -146,6 +158,7 @@ func (p *Processor) Stats() Stats {
 		SkippedDone:   p.stats.skipped.Load(),
 		Outputs:       p.stats.outputs.Load(),
 		DeadLettered:  p.stats.dlq.Load(),
+		Rebalances:    p.stats.rebalances.Load(),
 		Retries:       p.stats.retries.Load(),
 		Commits:       p.stats.commits.Load(),
 		Aborts:        p.stats.aborts.Load(),

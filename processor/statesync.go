@@ -19,7 +19,7 @@ func (l *lifetime) produceWrites(ctx context.Context, p *partition, ws []stateWr
 		if w.Delete {
 			r.Value = nil // a tombstone: compaction drops the key
 		}
-		l.s.Produce(ctx, r, l.changelogPromise)
+		l.s.Produce(l.produceCtx, r, l.changelogPromise)
 	}
 	p.state.txn = append(p.state.txn, ws...)
 }

@@ -1,0 +1,195 @@
+package processor
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/plugin/kprom"
+)
+
+// metricsNamespace prefixes every metric of the processor; the franz-go
+// client's own metrics (kprom) are under metricsNamespace + "_kafka".
+const metricsNamespace = "onceflow"
+
+// lagRefreshInterval is how often the end offsets of the input partitions
+// are listed to keep the lag gauge current while fetching is paused.
+var lagRefreshInterval = 5 * time.Second
+
+// metrics holds the Prometheus collectors that are not derived from the
+// Stats counters. A nil *metrics means metrics are off: every method is a
+// no-op then, so the hot path pays one nil check.
+//
+// Counters that Stats also reports are CounterFuncs reading the same
+// atomics at scrape time, so the two always agree and the hot path does no
+// extra work for them.
+type metrics struct {
+	commitLatency prometheus.Histogram
+	inFlight      *prometheus.GaugeVec
+	buffered      *prometheus.GaugeVec
+	oldestAge     *prometheus.GaugeVec
+	lag           *prometheus.GaugeVec
+	kprom         *kprom.Metrics
+}
+
+// partLabels are the variable labels of the per-partition gauges.
+var partLabels = []string{"topic", "partition"}
+
+func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
+	if reg == nil {
+		return nil
+	}
+	constLabels := prometheus.Labels{"group": cfg.group, "instance": cfg.instanceID}
+	m := &metrics{
+		commitLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Name: "commit_duration_seconds", ConstLabels: constLabels,
+			Help:    "Time to commit one transaction (offsets, outputs and end of transaction).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1ms .. 16s
+		}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "inflight_records", ConstLabels: constLabels,
+			Help: "Fetched records of the partition that are not finished yet.",
+		}, partLabels),
+		buffered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "buffered_records", ConstLabels: constLabels,
+			Help: "Records held for the partition (unfinished, or finished above the lowest unfinished one); fetching pauses at WithMaxBuffered.",
+		}, partLabels),
+		oldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "oldest_unfinished_age_seconds", ConstLabels: constLabels,
+			Help: "Age since fetch of the partition's lowest unfinished record (0 when none); it holds the partition's commit point.",
+		}, partLabels),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "consumer_lag_records", ConstLabels: constLabels,
+			Help: "High watermark of the input partition minus the next offset to fetch.",
+		}, partLabels),
+		kprom: kprom.NewMetrics(metricsNamespace+"_kafka", kprom.Registerer(reg), kprom.WithStaticLabel(constLabels)),
+	}
+	s := &p.stats
+	counter := func(name, help string, v func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: name, Help: help, ConstLabels: constLabels,
+		}, func() float64 { return float64(v()) })
+	}
+	cs := []prometheus.Collector{
+		m.commitLatency, m.inFlight, m.buffered, m.oldestAge, m.lag,
+		counter("records_consumed_total", "Records taken from fetches, not counting refetches after a rewind (Stats.Consumed).", s.consumed.Load),
+		counter("records_skipped_done_total", "Fetched records skipped because a committed transaction already finished them (Stats.SkippedDone).", s.skipped.Load),
+		counter("records_produced_total", "Output records in committed transactions (Stats.Outputs).", s.outputs.Load),
+		counter("retries_total", "Handler retries after transient errors (Stats.Retries).", s.retries.Load),
+		counter("transactions_committed_total", "Committed transactions (Stats.Commits).", s.commits.Load),
+		counter("transactions_aborted_total", "Aborted transactions (Stats.Aborts).", s.aborts.Load),
+		counter("fenced_total", "Times this instance was fenced by a newer one with the same instance ID (Stats.Fenced).", s.fenced.Load),
+		counter("client_rebuilds_total", "Transactional clients rebuilt after timeouts, fencing of the producer epoch or unknown commit outcomes (Stats.Rebuilds).", s.rebuilds.Load),
+		counter("rebalances_total", "Group rebalances that changed or confirmed this instance's assignment (Stats.Rebalances).", s.rebalances.Load),
+		counter("records_reprocessed_total", "Finished records whose work an aborted transaction threw away, to be handled again (Stats.Reprocessed).", s.reprocessed.Load),
+		counter("state_restored_records_total", "Changelog records replayed into the state store (Stats.StateRestored).", s.restored.Load),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "active_sessions", ConstLabels: constLabels,
+			Help: "Live session goroutines (Stats.ActiveSessions).",
+		}, func() float64 { return float64(p.d.activeSessions()) }),
+	}
+	// One counter per reason, under one name: the reasons are fixed, so
+	// they are CounterFuncs like the rest.
+	for i, reason := range dlqReasons {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "records_dead_lettered_total",
+			Help:        "Dead-letter records in committed transactions, by reason (their sum is Stats.DeadLettered).",
+			ConstLabels: prometheus.Labels{"group": cfg.group, "instance": cfg.instanceID, "reason": reason},
+		}, func() float64 { return float64(s.dlqBy[i].Load()) }))
+	}
+	for _, c := range cs {
+		reg.MustRegister(c)
+	}
+	return m
+}
+
+func (m *metrics) observeCommit(d time.Duration) {
+	if m != nil {
+		m.commitLatency.Observe(d.Seconds())
+	}
+}
+
+// publish sets the per-partition gauges from the loop's state. The loop
+// calls it once per commit interval, not per record.
+//
+// Lag is the partition's high watermark minus the next offset to fetch.
+// Fetch responses carry the high watermark (kgo.FetchPartition), but a
+// paused partition gets no fetches, and a backlog is exactly when fetching
+// pauses: so a background goroutine (refreshEnds) also lists the end
+// offsets every lagRefreshInterval and the larger of the two is used. The
+// gauge is then stale by at most that interval, whether fetching runs or
+// not. Transaction markers occupy offsets, so with transactional producers
+// the gauge may read 1 at rest rather than 0.
+func (l *lifetime) publish() {
+	m := l.p.metrics
+	if m == nil {
+		return
+	}
+	l.mu.Lock()
+	for k, end := range l.listedEnds {
+		if p := l.parts[k]; p != nil {
+			p.hwm = max(p.hwm, end)
+		}
+	}
+	clear(l.listedEnds)
+	l.mu.Unlock()
+	now := l.cfg.clock.Now()
+	for _, p := range l.parts {
+		lv := []string{p.topic, strconv.Itoa(int(p.id))}
+		m.inFlight.WithLabelValues(lv...).Set(float64(p.unfinished()))
+		m.buffered.WithLabelValues(lv...).Set(float64(p.buffered()))
+		age := 0.0
+		if len(p.pending) > 0 {
+			age = now.Sub(p.pending[0].dispatched).Seconds()
+		}
+		m.oldestAge.WithLabelValues(lv...).Set(age)
+		if p.hwm >= 0 && p.next >= 0 {
+			m.lag.WithLabelValues(lv...).Set(float64(max(p.hwm-p.next, 0)))
+		}
+	}
+}
+
+// unpublish drops a partition's gauges when it is revoked.
+func (m *metrics) unpublish(k tp) {
+	if m == nil {
+		return
+	}
+	lv := []string{k.topic, strconv.Itoa(int(k.partition))}
+	m.inFlight.DeleteLabelValues(lv...)
+	m.buffered.DeleteLabelValues(lv...)
+	m.oldestAge.DeleteLabelValues(lv...)
+	m.lag.DeleteLabelValues(lv...)
+}
+
+// refreshEnds lists the input partitions' end offsets every
+// lagRefreshInterval until ctx is done, for publish. It runs on its own
+// goroutine, off the loop.
+func (l *lifetime) refreshEnds(ctx context.Context) {
+	adm := kadm.NewClient(l.s.Client())
+	t := time.NewTicker(lagRefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, lagRefreshInterval)
+		ends, err := adm.ListEndOffsets(rctx, l.cfg.inputs...)
+		cancel()
+		if err != nil {
+			l.cfg.logger.Debug("listing end offsets for the lag gauge failed", "err", err)
+			continue
+		}
+		l.mu.Lock()
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil {
+				k := tp{o.Topic, o.Partition}
+				l.listedEnds[k] = max(l.listedEnds[k], o.Offset)
+			}
+		})
+		l.mu.Unlock()
+	}
+}
