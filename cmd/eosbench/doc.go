@@ -1,0 +1,56 @@
+// Command eosbench benchmarks and verifies exactly-once
+// consume-transform-produce pipelines on Kafka.
+//
+// With no flags it starts an embedded kfake cluster, produces 100,000
+// keyed records (1,000 sessions, 6 partitions) and runs four pipelines
+// over that same input, one after another, each with its own output
+// topic and consumer group:
+//
+//	alo-raw             franz-go consumer group, flush then commit: at-least-once, the ceiling
+//	franz-gts           franz-go GroupTransactSession: exactly-once, serial per poll
+//	onceflow-partition  onceflow, each partition in order
+//	onceflow-session    onceflow, each session (key) in order, sessions in parallel
+//
+// -modes also takes onceflow-unordered (order not promised, so order
+// violations are reported but not judged) and onceflow, whose ordering is
+// -order's.
+//
+// A read_committed consumer started before each run timestamps outputs as
+// they become visible: throughput is inputs over the window from the first
+// input available to the last output visible, and latency is visibility
+// time minus the input's production time (or the run's start, when the
+// input was produced before the run). After each run the output is read
+// back read_committed and verified by internal/verify: duplicates, lost
+// inputs and per-session order violations. The exit status is 1 if an
+// exactly-once mode fails verification (or the at-least-once one loses
+// records, or a run times out).
+//
+// Scenarios (-scenario) are presets; explicit flags override them:
+//
+//	default  the above
+//	chat     50,000 records, 10 sessions, 10% transient faults, 1ms retry backoff;
+//	         once from a backlog (throughput), once paced at the published
+//	         14,027 records/s (latency); published figures printed beside ours
+//	load     1,000,000 records, 1,000 sessions; add -rate N for a fixed offered load
+//	pc       Confluent Parallel Consumer's workload: 10,000 records on one
+//	         partition, handlers 0-5ms, by key count (1, 10, 100, 10,000) and
+//	         ordering, beside its published times
+//	io       1ms handlers, 50,000 records, every mode; the serial baselines
+//	         are judged on the first 10,000 inputs (-baseline-messages)
+//	churn    1,000,000 sessions of one record, 100ms idle eviction, in one
+//	         worker process whose peak goroutines and VmHWM are reported
+//	crash    3 subprocess workers, input produced at 5,000 records/s, one
+//	         worker SIGKILLed and restarted under its instance ID every 3s;
+//	         onceflow must stay exactly-once, alo-raw shows its duplicates
+//
+// A run fails early when no further input is accounted for during -stall
+// (30s). -commit-metadata-bytes raises onceflow's bound on commit
+// metadata (kfake enforces none; real brokers enforce
+// offset.metadata.max.bytes).
+//
+// -brokers runs against real brokers; -json prints one JSON object
+// ({"results":[...]}) instead of the table; -hist writes the latency
+// histograms in HdrHistogram's percentile format; -cpuprofile and
+// -memprofile write pprof profiles. A live status line is drawn on stderr
+// when it is a terminal. Run with -h for every flag.
+package main

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	"github.com/onceflow/onceflow/internal/bench"
+	"github.com/onceflow/onceflow/processor"
+)
+
+// options are the flags that are not part of a phase's configuration.
+type options struct {
+	scenario   string
+	brokers    string
+	keep       bool
+	json       bool
+	hist       string
+	cpuprofile string
+	memprofile string
+	logLevel   string
+	worker     string // hidden: run one job as a subprocess worker
+}
+
+// newFlagSet binds the flags to cfg and o, with cfg's current values as
+// defaults: parsing then changes only the flags given, which is how
+// explicit flags override a scenario's presets.
+func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("eosbench", flag.ContinueOnError)
+	fs.StringVar(&o.scenario, "scenario", "default", "preset `name`: "+strings.Join(bench.ScenarioNames(), ", ")+" (explicit flags override its settings)")
+	fs.StringVar(&o.brokers, "brokers", "", "run against these brokers (comma-separated `host:port` list) instead of an embedded kfake cluster")
+	fs.BoolVar(&o.keep, "keep", false, "keep the run's topics and groups")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object with the results instead of the table")
+	fs.StringVar(&o.hist, "hist", "", "write the latency histograms (HdrHistogram percentile text) to `file`")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end to `file`")
+	fs.StringVar(&o.logLevel, "log-level", "warn", "log `level`: debug, info, warn or error")
+	fs.StringVar(&o.worker, bench.WorkerFlag, "", "internal: run one pipeline `job` (JSON) as a worker")
+
+	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "input records")
+	fs.IntVar(&cfg.Size, "size", cfg.Size, "record value `bytes`")
+	fs.IntVar(&cfg.Sessions, "sessions", cfg.Sessions, "sessions (keys); record i belongs to session i%sessions")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "input and output partitions")
+	fs.Var(&modesValue{&cfg.Modes}, "modes", "comma-separated `modes`: alo-raw, franz-gts, onceflow (ordered by -order), onceflow-session, onceflow-partition, onceflow-unordered")
+	fs.Var(&orderValue{&cfg.Order}, "order", "ordering of mode onceflow: `session|partition|none`")
+	fs.DurationVar(&cfg.CommitInterval, "commit-interval", cfg.CommitInterval, "commit interval of every mode")
+	fs.Var(&cfg.HandlerLatency, "handler-latency", "simulated handler time per record: a `duration` (1ms) or a uniform range (0-5ms)")
+	fs.Float64Var(&cfg.FaultRate, "fault-rate", cfg.FaultRate, "`fraction` of records whose first attempt fails transiently")
+	fs.DurationVar(&cfg.RetryInitial, "retry-initial", cfg.RetryInitial, "first retry backoff (doubling)")
+	fs.DurationVar(&cfg.IdleSession, "idle-session", cfg.IdleSession, "onceflow idle session eviction (0: the processor's default)")
+	fs.IntVar(&cfg.MetadataBytes, "commit-metadata-bytes", cfg.MetadataBytes, "onceflow's bound on commit metadata, the broker's offset.metadata.max.bytes (0: the processor's default, 4096)")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "per mode: a run not done by then fails")
+	fs.DurationVar(&cfg.Stall, "stall", cfg.Stall, "per mode: a run that accounts for no further input this long fails (0: wait for -timeout)")
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered load in `records/s`: produce during each mode's run (0: produce all input before the runs)")
+	fs.IntVar(&cfg.BaselineMessages, "baseline-messages", cfg.BaselineMessages, "judge alo-raw and franz-gts on the first `n` inputs only (0: all)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "run each pipeline as `n` subprocess workers (0: in-process)")
+	fs.DurationVar(&cfg.KillEvery, "kill-every", cfg.KillEvery, "SIGKILL and restart one worker this often while input is produced (0: never)")
+	fs.Usage = func() { usage(fs) }
+	return fs
+}
+
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, "Usage: eosbench [flags]\n\nBenchmarks and verifies exactly-once consume-transform-produce pipelines.\nFlags (defaults of the default scenario):\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == bench.WorkerFlag {
+			return
+		}
+		name, help := flag.UnquoteUsage(f)
+		line := "  -" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, help)
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// phases returns the scenario's phases with the explicit flags applied to
+// each; phases the flags made identical run once.
+func phases(args []string, scenario string) ([]bench.Config, error) {
+	presets, err := bench.Scenario(scenario)
+	if err != nil {
+		return nil, err
+	}
+	var out []bench.Config
+	for _, ph := range presets {
+		var ignored options
+		fs := newFlagSet(&ph, &ignored)
+		fs.SetOutput(io.Discard)
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if err := ph.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", ph.Scenario, err)
+		}
+		if !duplicate(out, ph) {
+			out = append(out, ph)
+		}
+	}
+	return out, nil
+}
+
+func duplicate(have []bench.Config, c bench.Config) bool {
+	c.Scenario, c.Anchors = "", nil
+	for _, h := range have {
+		h.Scenario, h.Anchors = "", nil
+		if reflect.DeepEqual(h, c) {
+			return true
+		}
+	}
+	return false
+}
+
+type modesValue struct{ m *[]bench.Mode }
+
+func (v *modesValue) String() string {
+	if v.m == nil {
+		return ""
+	}
+	ss := make([]string, len(*v.m))
+	for i, m := range *v.m {
+		ss[i] = string(m)
+	}
+	return strings.Join(ss, ",")
+}
+
+func (v *modesValue) Set(s string) error {
+	ms, err := bench.ParseModes(s)
+	if err == nil {
+		*v.m = ms
+	}
+	return err
+}
+
+type orderValue struct{ o *processor.Ordering }
+
+func (v *orderValue) String() string {
+	if v.o == nil {
+		return ""
+	}
+	return bench.OrderName(*v.o)
+}
+
+func (v *orderValue) Set(s string) error {
+	o, err := bench.ParseOrder(s)
+	if err == nil {
+		*v.o = o
+	}
+	return err
+}
+
+// brokerList splits -brokers.
+func brokerList(s string) []string {
+	var out []string
+	for _, b := range strings.Split(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}

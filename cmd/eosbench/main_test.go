@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/onceflow/onceflow/internal/bench"
+	"github.com/onceflow/onceflow/internal/kafkatest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// contract lists the JSON fields that scripts rely on.
+var contract = []string{
+	"scenario", "mode", "messages", "sessions", "partitions", "seconds", "throughput",
+	"latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "latency_max_ms",
+	"outputs", "dlq", "duplicates", "lost", "order_violations", "exactly_once",
+	"ratio_to_franz_gts", "ratio_to_alo_raw",
+}
+
+// decode parses eosbench -json output, checking every contract field is
+// present in every result.
+func decode(t *testing.T, out []byte) []bench.Result {
+	t.Helper()
+	var raw struct {
+		Results []map[string]json.RawMessage `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(out, &raw), "output: %s", out)
+	for _, r := range raw.Results {
+		for _, k := range contract {
+			require.Contains(t, r, k)
+		}
+	}
+	var parsed struct {
+		Results []bench.Result `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(out, &parsed))
+	return parsed.Results
+}
+
+// TestDefaultPipeline runs the default scenario, small, through the same
+// code path as main.
+func TestDefaultPipeline(t *testing.T) {
+	c := kafkatest.New(t)
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	status := run(ctx, []string{
+		"-brokers", strings.Join(c.Brokers, ","),
+		"-messages", "5000", "-sessions", "100",
+		"-modes", "franz-gts,onceflow-session",
+		"-fault-rate", "0.05", "-retry-initial", "1ms",
+		"-timeout", "90s", "-json",
+	}, strings.NewReader(""), &stdout, &stderr)
+	require.Equal(t, 0, status, "stderr: %s", stderr.String())
+	rs := decode(t, stdout.Bytes())
+	require.Len(t, rs, 2)
+	for _, r := range rs {
+		require.True(t, r.ExactlyOnce, "%+v", r)
+		require.Equal(t, bench.VerdictPass, r.Verdict)
+		require.Equal(t, 5000, r.Outputs)
+		require.Zero(t, r.Duplicates)
+		require.Zero(t, r.Lost)
+		require.Zero(t, r.OrderViolations)
+		require.Positive(t, r.Throughput)
+		require.Positive(t, r.Counters.Retries, "faults were injected")
+		require.NotNil(t, r.RatioToGTS)
+		require.Nil(t, r.RatioToALO, "alo-raw did not run")
+	}
+	require.Equal(t, bench.ModeGTS, rs[0].Mode)
+	require.Equal(t, bench.ModeSession, rs[1].Mode)
+}
+
+// TestBadUsage: flag errors exit 2 without touching a cluster.
+func TestBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"-modes", "nope"},
+		{"-scenario", "nope"},
+		{"-order", "sideways"},
+		{"-size", "3"},
+		{"-kill-every", "1s"},
+		{"-handler-latency", "5-1ms"},
+	} {
+		var stdout, stderr bytes.Buffer
+		status := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+		require.Equal(t, 2, status, "%v: %s", args, stderr.String())
+	}
+}

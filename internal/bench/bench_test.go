@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/onceflow/onceflow/internal/verify"
+	"github.com/onceflow/onceflow/processor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestLatencySet(t *testing.T) {
+	for in, want := range map[string]Latency{
+		"1ms":     {Min: time.Millisecond},
+		"0":       {},
+		"0-5ms":   {Max: 5 * time.Millisecond},
+		"1ms-2ms": {Min: time.Millisecond, Max: 2 * time.Millisecond},
+		"2-5ms":   {Min: 2 * time.Millisecond, Max: 5 * time.Millisecond},
+	} {
+		var l Latency
+		require.NoError(t, l.Set(in), in)
+		require.Equal(t, want, l, in)
+	}
+	for _, bad := range []string{"", "x", "-1ms", "5-1ms", "1ms-"} {
+		var l Latency
+		require.Error(t, l.Set(bad), bad)
+	}
+	l := Latency{Min: time.Millisecond, Max: 2 * time.Millisecond}
+	for range 100 {
+		d := l.draw()
+		require.True(t, d >= l.Min && d < l.Max, d)
+	}
+}
+
+func TestModes(t *testing.T) {
+	ms, err := ParseModes("alo-raw, franz-gts,onceflow")
+	require.NoError(t, err)
+	require.Equal(t, []Mode{ModeALO, ModeGTS, ModeOnceflow}, ms)
+	_, err = ParseModes("alo-raw,nope")
+	require.Error(t, err)
+	require.Equal(t, ModeUnordered, ModeOnceflow.resolve(processor.Unordered))
+	require.Equal(t, ModeSession, ModeOnceflow.resolve(processor.OrderBySession))
+	require.Equal(t, ModeGTS, ModeGTS.resolve(processor.Unordered))
+	require.False(t, ModeALO.ExactlyOnce())
+	require.True(t, ModeSession.ExactlyOnce())
+}
+
+// TestFaults: the faulty fraction is close to the rate, the same IDs fail
+// in every instance, and only their first attempt does.
+func TestFaults(t *testing.T) {
+	const n = 100_000
+	a, b := newWork(Latency{}, 0.1, n), newWork(Latency{}, 0.1, n)
+	failed := 0
+	for id := range uint64(n) {
+		errA, errB := a.do(id), b.do(id)
+		require.Equal(t, errA, errB)
+		if errA != nil {
+			failed++
+			require.NoError(t, a.do(id), "second attempt must succeed")
+		}
+	}
+	require.InDelta(t, 0.1*n, failed, 0.01*n)
+	require.NoError(t, newWork(Latency{}, 0, n).do(7))
+}
+
+func TestScenarios(t *testing.T) {
+	for _, name := range ScenarioNames() {
+		phases, err := Scenario(name)
+		require.NoError(t, err, name)
+		for _, c := range phases {
+			require.NoError(t, c.Validate(), c.Scenario)
+		}
+	}
+	_, err := Scenario("nope")
+	require.Error(t, err)
+}
+
+func TestRatios(t *testing.T) {
+	rs := []Result{{Mode: ModeALO, Throughput: 200}, {Mode: ModeGTS, Throughput: 100}, {Mode: ModeSession, Throughput: 50}}
+	setRatios(rs)
+	require.InDelta(t, 0.5, *rs[2].RatioToGTS, 1e-9)
+	require.InDelta(t, 0.25, *rs[2].RatioToALO, 1e-9)
+	only := []Result{{Mode: ModeSession, Throughput: 50}}
+	setRatios(only)
+	require.Nil(t, only[0].RatioToGTS)
+	require.Nil(t, only[0].RatioToALO)
+}
+
+func TestJudge(t *testing.T) {
+	rep := verify.Report{Inputs: 10, Outputs: 10, OrderViolations: 2}
+	r := Result{Mode: ModeUnordered}
+	r.judge(rep, "")
+	require.True(t, r.ExactlyOnce)
+	require.Equal(t, VerdictPass, r.Verdict)
+	r = Result{Mode: ModeSession}
+	r.judge(rep, "")
+	require.False(t, r.ExactlyOnce)
+	require.Equal(t, VerdictFail, r.Verdict)
+	r = Result{Mode: ModeALO}
+	r.judge(verify.Report{Inputs: 10, Outputs: 12, Duplicates: 2}, "")
+	require.Equal(t, VerdictALO, r.Verdict)
+	r.judge(verify.Report{Inputs: 10, Outputs: 9, Lost: 1}, "")
+	require.Equal(t, VerdictFail, r.Verdict)
+	r = Result{Mode: ModeGTS}
+	r.judge(verify.Report{Inputs: 10, Outputs: 10}, "timed out")
+	require.Equal(t, VerdictFail, r.Verdict)
+}

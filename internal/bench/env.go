@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Env is where a benchmark runs: the brokers (an embedded kfake cluster
+// unless given), an admin client, and the topics and groups it created,
+// which Close removes unless asked to keep them.
+type Env struct {
+	Brokers []string
+	Fake    bool // the brokers are an embedded kfake cluster
+
+	fake   *kfake.Cluster
+	cl     *kgo.Client
+	adm    *kadm.Client
+	prefix string
+	keep   bool
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	topics []string
+	groups []string
+}
+
+// NewEnv connects to brokers or, when there are none, starts an embedded
+// three-broker kfake cluster listening on localhost (so that subprocess
+// workers can reach it too).
+func NewEnv(brokers []string, keep bool, log *slog.Logger) (*Env, error) {
+	e := &Env{Brokers: brokers, keep: keep, log: log}
+	if len(brokers) == 0 {
+		fake, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+		if err != nil {
+			return nil, fmt.Errorf("starting the embedded cluster: %w", err)
+		}
+		e.fake, e.Fake, e.Brokers = fake, true, fake.ListenAddrs()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...))
+	if err != nil {
+		e.closeCluster()
+		return nil, err
+	}
+	e.cl, e.adm = cl, kadm.NewClient(cl)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	e.prefix = "eosbench-" + hex.EncodeToString(b[:])
+	return e, nil
+}
+
+// Name returns a name unique to this run.
+func (e *Env) Name(suffix string) string { return e.prefix + "-" + suffix }
+
+// Topic creates a uniquely named topic.
+func (e *Env) Topic(ctx context.Context, suffix string, partitions int) (string, error) {
+	name := e.Name(suffix)
+	// Replication -1: the broker's default, so that the same code runs on
+	// one real broker, a real cluster and kfake.
+	resp, err := e.adm.CreateTopic(ctx, int32(partitions), -1, nil, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return "", fmt.Errorf("creating topic %s: %w", name, err)
+	}
+	e.mu.Lock()
+	e.topics = append(e.topics, name)
+	e.mu.Unlock()
+	return name, nil
+}
+
+// Group returns a uniquely named consumer group, deleted by Close.
+func (e *Env) Group(suffix string) string {
+	name := e.Name(suffix)
+	e.mu.Lock()
+	e.groups = append(e.groups, name)
+	e.mu.Unlock()
+	return name
+}
+
+// Close deletes what the run created (unless kept) and stops the embedded
+// cluster.
+func (e *Env) Close() {
+	if !e.keep {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		e.mu.Lock()
+		groups, topics := e.groups, e.topics
+		e.mu.Unlock()
+		if len(groups) > 0 {
+			if _, err := e.adm.DeleteGroups(ctx, groups...); err != nil {
+				e.log.Warn("deleting groups", "err", err)
+			}
+		}
+		if len(topics) > 0 {
+			if _, err := e.adm.DeleteTopics(ctx, topics...); err != nil {
+				e.log.Warn("deleting topics", "err", err)
+			}
+		}
+		cancel()
+	} else {
+		e.log.Info("keeping topics and groups", "prefix", e.prefix)
+	}
+	e.cl.Close()
+	e.closeCluster()
+}
+
+func (e *Env) closeCluster() {
+	if e.fake != nil {
+		e.fake.Close()
+	}
+}

@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/verify"
+)
+
+// SessionKey is the key of session s: every record of a session has it,
+// so the default partitioner keeps a session in one partition.
+func SessionKey(s int) []byte { return fmt.Appendf(nil, "s%06d", s) }
+
+// inputRecord builds input record id: session id%sessions, Seq id/sessions
+// (its position within the session, as records are produced in ID order).
+func inputRecord(id, sessions, size int, now time.Time) *kgo.Record {
+	p := verify.Payload{ID: uint64(id), Seq: uint64(id / sessions), ProducedAt: now}
+	return &kgo.Record{Key: SessionKey(id % sessions), Value: verify.Append(make([]byte, 0, size), p, size)}
+}
+
+// producer writes a run's input in ID order, which is per-partition
+// offset order too, so that Seq is the order a session's outputs must keep.
+type producer struct {
+	cl       *kgo.Client
+	sessions int
+	size     int
+
+	mu       sync.Mutex
+	err      error
+	first    time.Time // ProducedAt of record 0
+	produced int
+}
+
+func newProducer(brokers []string, topic string, sessions, size int) (*producer, error) {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.DefaultProduceTopic(topic),
+		// Paced runs hand over a few records at a time: do not hold them
+		// back for a batch, or the linger shows up as latency.
+		kgo.ProducerLinger(0),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &producer{cl: cl, sessions: sessions, size: size}, nil
+}
+
+func (p *producer) close() { p.cl.Close() }
+
+func (p *producer) promise(_ *kgo.Record, err error) {
+	if err != nil {
+		p.mu.Lock()
+		if p.err == nil {
+			p.err = err
+		}
+		p.mu.Unlock()
+	}
+}
+
+// produce writes IDs [from, to) now.
+func (p *producer) produce(ctx context.Context, from, to int) {
+	now := time.Now()
+	if from == 0 {
+		p.mu.Lock()
+		p.first = now
+		p.mu.Unlock()
+	}
+	for id := from; id < to; id++ {
+		p.cl.Produce(ctx, inputRecord(id, p.sessions, p.size, now), p.promise)
+	}
+	p.mu.Lock()
+	p.produced = to
+	p.mu.Unlock()
+}
+
+// run writes n records at rate records/s (as fast as possible when rate
+// is 0) and waits until all are acknowledged.
+func (p *producer) run(ctx context.Context, n int, rate float64) error {
+	if rate <= 0 {
+		p.produce(ctx, 0, n)
+	} else {
+		// Catch up to rate×elapsed every tick rather than sleeping per
+		// record: timers cannot wake 50,000 times a second.
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		start, sent := time.Now(), 0
+		for sent < n {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+			due := min(n, int(rate*time.Since(start).Seconds())+1)
+			if due > sent {
+				p.produce(ctx, sent, due)
+				sent = due
+			}
+		}
+	}
+	if err := p.cl.Flush(ctx); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// status returns the time of the first record and how many were handed
+// to the client so far.
+func (p *producer) status() (first time.Time, produced int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.first, p.produced
+}

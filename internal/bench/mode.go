@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/onceflow/onceflow/processor"
+)
+
+// Mode names a pipeline implementation.
+type Mode string
+
+const (
+	// ModeALO is a plain franz-go consumer-group pipe: outputs are flushed,
+	// then offsets committed, every commit interval. At-least-once: a crash
+	// between the two duplicates outputs. It is the throughput ceiling.
+	ModeALO Mode = "alo-raw"
+	// ModeGTS is franz-go's kgo.GroupTransactSession loop: records of each
+	// poll handled one after another, End(TryCommit) every commit interval.
+	ModeGTS Mode = "franz-gts"
+	// ModeOnceflow is onceflow's processor with the ordering of
+	// Config.Order; results name the resolved mode.
+	ModeOnceflow Mode = "onceflow"
+	// ModeSession is onceflow with processor.OrderBySession.
+	ModeSession Mode = "onceflow-session"
+	// ModePartition is onceflow with processor.OrderByPartition.
+	ModePartition Mode = "onceflow-partition"
+	// ModeUnordered is onceflow with processor.Unordered.
+	ModeUnordered Mode = "onceflow-unordered"
+)
+
+// AllModes lists every mode.
+func AllModes() []Mode {
+	return []Mode{ModeALO, ModeGTS, ModeOnceflow, ModeSession, ModePartition, ModeUnordered}
+}
+
+// ParseModes parses a comma-separated list of modes.
+func ParseModes(s string) ([]Mode, error) {
+	var out []Mode
+	for _, f := range strings.Split(s, ",") {
+		m := Mode(strings.TrimSpace(f))
+		if m == "" {
+			continue
+		}
+		known := false
+		for _, k := range AllModes() {
+			known = known || k == m
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown mode %q (want one of %s)", m, joinModes(AllModes()))
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no modes given")
+	}
+	return out, nil
+}
+
+func joinModes(ms []Mode) string {
+	ss := make([]string, len(ms))
+	for i, m := range ms {
+		ss[i] = string(m)
+	}
+	return strings.Join(ss, ",")
+}
+
+// resolve turns ModeOnceflow into the mode of the given ordering, so that
+// results always say which ordering ran.
+func (m Mode) resolve(o processor.Ordering) Mode {
+	if m != ModeOnceflow {
+		return m
+	}
+	switch o {
+	case processor.OrderByPartition:
+		return ModePartition
+	case processor.Unordered:
+		return ModeUnordered
+	}
+	return ModeSession
+}
+
+// ExactlyOnce reports whether the mode promises exactly-once output, so
+// that a failed verification of it fails the run.
+func (m Mode) ExactlyOnce() bool { return m != ModeALO }
+
+// ordered reports whether the mode keeps each session's order, which
+// verification then checks.
+func (m Mode) ordered() bool { return m != ModeUnordered }
+
+// baseline reports whether the mode is one of franz-go's, which handle
+// records serially and which Config.BaselineMessages caps.
+func (m Mode) baseline() bool { return m == ModeALO || m == ModeGTS }
+
+func (m Mode) ordering() processor.Ordering {
+	switch m {
+	case ModePartition:
+		return processor.OrderByPartition
+	case ModeUnordered:
+		return processor.Unordered
+	}
+	return processor.OrderBySession
+}
+
+// ParseOrder parses the -order flag: session, partition or none.
+func ParseOrder(s string) (processor.Ordering, error) {
+	switch s {
+	case "session":
+		return processor.OrderBySession, nil
+	case "partition":
+		return processor.OrderByPartition, nil
+	case "none", "unordered":
+		return processor.Unordered, nil
+	}
+	return 0, fmt.Errorf("unknown order %q (want session, partition or none)", s)
+}
+
+// OrderName is the inverse of ParseOrder.
+func OrderName(o processor.Ordering) string {
+	switch o {
+	case processor.OrderByPartition:
+		return "partition"
+	case processor.Unordered:
+		return "none"
+	}
+	return "session"
+}

@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Job is what one pipeline instance runs. Subprocess workers receive it
+// as JSON on their command line.
+type Job struct {
+	Mode       Mode     `json:"mode"` // resolved: never ModeOnceflow
+	Brokers    []string `json:"brokers"`
+	Input      string   `json:"input"`
+	Output     string   `json:"output"`
+	DLQ        string   `json:"dlq"`
+	Group      string   `json:"group"`
+	InstanceID string   `json:"instance_id"`
+	Messages   int      `json:"messages"` // sizes the fault bitset
+
+	Latency        Latency       `json:"latency"`
+	FaultRate      float64       `json:"fault_rate"`
+	RetryInitial   time.Duration `json:"retry_initial"`
+	CommitInterval time.Duration `json:"commit_interval"`
+	IdleSession    time.Duration `json:"idle_session,omitempty"`
+	MetadataBytes  int           `json:"metadata_bytes,omitempty"`
+	// SessionTimeout is the group session timeout: short for workers that
+	// get killed, so a lost member is noticed soon even if it is not
+	// restarted.
+	SessionTimeout time.Duration `json:"session_timeout"`
+}
+
+// Counters are a pipeline's own counts, reported beside the verdict.
+type Counters struct {
+	Commits  int64 `json:"commits"`
+	Aborts   int64 `json:"aborts"`
+	Retries  int64 `json:"retries"`
+	Rebuilds int64 `json:"rebuilds,omitempty"`
+
+	Sleeps     int64 `json:"handler_sleeps,omitempty"`   // simulated handler calls that slept
+	SleptNanos int64 `json:"handler_slept_ns,omitempty"` // their total sleep, as measured
+}
+
+func (c *Counters) add(o Counters) {
+	c.Commits += o.Commits
+	c.Aborts += o.Aborts
+	c.Retries += o.Retries
+	c.Rebuilds += o.Rebuilds
+	c.Sleeps += o.Sleeps
+	c.SleptNanos += o.SleptNanos
+}
+
+// sleepMs is the mean measured handler sleep in milliseconds.
+func (c Counters) sleepMs() float64 {
+	if c.Sleeps == 0 {
+		return 0
+	}
+	return float64(c.SleptNanos) / float64(c.Sleeps) / 1e6
+}
+
+// pipeline is one running consume-transform-produce instance.
+type pipeline interface {
+	// run processes until ctx is done, then commits what it finished.
+	run(ctx context.Context) error
+	counters() Counters
+}
+
+// maxPoll bounds the records a baseline takes per poll, as the Java
+// client's max.poll.records (500) does: with slow handlers an unbounded
+// poll would hold one transaction for many seconds.
+const maxPoll = 1000
+
+func newPipeline(job Job, log *slog.Logger) (pipeline, error) {
+	w := newWork(job.Latency, job.FaultRate, job.Messages)
+	switch job.Mode {
+	case ModeALO:
+		return &aloPipeline{job: job, w: w, log: log}, nil
+	case ModeGTS:
+		return &gtsPipeline{job: job, w: w, log: log}, nil
+	case ModeSession, ModePartition, ModeUnordered:
+		return newOnceflow(job, w, log)
+	}
+	return nil, fmt.Errorf("bench: mode %q cannot run a job", job.Mode)
+}
+
+// transform is every mode's output for an input: the same key and value,
+// so that verification can read the payload back.
+func transform(r *kgo.Record) *kgo.Record {
+	return &kgo.Record{Key: r.Key, Value: r.Value}
+}

@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// WriteTable prints the human summary: one row per result, then the
+// published figures beside ours, failures and resource peaks.
+func WriteTable(w io.Writer, rs []Result) error {
+	pr := message.NewPrinter(language.English) // thousands separators
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tmode\tinputs\tsecs\trec/s\t×gts\t×alo\tp50 ms\tp90 ms\tp99 ms\tmax ms\toutputs\tdlq\tdup\tlost\torder\tverdict\t")
+	for _, r := range rs {
+		pr.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+			r.Scenario, r.Mode, r.Messages, r.Seconds, r.Throughput, ratio(r.RatioToGTS), ratio(r.RatioToALO),
+			r.LatencyP50, r.LatencyP90, r.LatencyP99, r.LatencyMax,
+			r.Outputs, r.DLQ, r.Duplicates, r.Lost, r.OrderViolations, r.Verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		notes(pr, w, r)
+	}
+	return nil
+}
+
+func ratio(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", *v)
+}
+
+func notes(pr *message.Printer, w io.Writer, r Result) {
+	who := fmt.Sprintf("%s %s", r.Scenario, r.Mode)
+	if a := r.Anchor; a != nil {
+		pr.Fprintf(w, "%s: published (%s):", who, a.Source)
+		if a.Throughput > 0 {
+			pr.Fprintf(w, " %.0f rec/s (ours %.0f)", a.Throughput, r.Throughput)
+		}
+		if a.LatencyP50 > 0 {
+			pr.Fprintf(w, " median %.1f ms (ours %.1f)", a.LatencyP50, r.LatencyP50)
+		}
+		if a.Seconds > 0 {
+			pr.Fprintf(w, " %.2f s (ours %.2f)", a.Seconds, r.Seconds)
+		}
+		if a.Description != "" {
+			fmt.Fprintf(w, " [%s]", a.Description)
+		}
+		fmt.Fprintln(w)
+	}
+	if r.HandlerMs > 0 {
+		pr.Fprintf(w, "%s: simulated handler slept %.2f ms on average (timer granularity adds to the asked latency)\n", who, r.HandlerMs)
+	}
+	if !r.Mode.ordered() && r.OrderViolations > 0 {
+		pr.Fprintf(w, "%s: %d outputs out of session order (this mode promises no order: not judged)\n", who, r.OrderViolations)
+	}
+	if r.Capped {
+		pr.Fprintf(w, "%s: run on the first %d inputs only (-baseline-messages)\n", who, r.Messages)
+	}
+	if r.Workers > 0 {
+		pr.Fprintf(w, "%s: %d workers, %d killed with SIGKILL and restarted, %d unexpected exits\n", who, r.Workers, r.Kills, r.Crashes)
+	}
+	if r.Mode == ModeALO && r.Duplicates > 0 {
+		pr.Fprintf(w, "%s: %d duplicate outputs (at-least-once: expected after crashes)\n", who, r.Duplicates)
+	}
+	if r.Peaks != nil && r.Workers > 0 {
+		pr.Fprintf(w, "%s: peak goroutines %d, peak RSS %.0f MiB (per worker process, VmHWM)\n", who, r.Goroutines, float64(r.RSSBytes)/(1<<20))
+	}
+	if r.Failure != "" {
+		fmt.Fprintf(w, "%s: FAIL: %s\n", who, r.Failure)
+	}
+}
+
+// WriteHistograms writes each result's latency distribution in
+// HdrHistogram's percentile text format (values in milliseconds), which
+// HdrHistogram's plotters read.
+func WriteHistograms(w io.Writer, rs []Result) error {
+	for _, r := range rs {
+		if r.hist == nil {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "# scenario=%s mode=%s inputs=%d latency_ms\n", r.Scenario, r.Mode, r.Messages); err != nil {
+			return err
+		}
+		if _, err := r.hist.PercentilesPrint(w, 5, 1000); err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/onceflow/onceflow/internal/verify"
+)
+
+// Result is one mode's run. The first fields are eosbench's JSON
+// contract; the rest are extras, omitted when empty.
+type Result struct {
+	Scenario        string   `json:"scenario"`
+	Mode            Mode     `json:"mode"`
+	Messages        int      `json:"messages"` // inputs awaited and verified
+	Sessions        int      `json:"sessions"`
+	Partitions      int      `json:"partitions"`
+	Seconds         float64  `json:"seconds"`    // processing window
+	Throughput      float64  `json:"throughput"` // Messages / Seconds
+	LatencyP50      float64  `json:"latency_p50_ms"`
+	LatencyP90      float64  `json:"latency_p90_ms"`
+	LatencyP99      float64  `json:"latency_p99_ms"`
+	LatencyMax      float64  `json:"latency_max_ms"`
+	Outputs         int      `json:"outputs"`
+	DLQ             int      `json:"dlq"`
+	Duplicates      int      `json:"duplicates"`
+	Lost            int      `json:"lost"`
+	OrderViolations int      `json:"order_violations"`
+	ExactlyOnce     bool     `json:"exactly_once"`
+	RatioToGTS      *float64 `json:"ratio_to_franz_gts"` // null when franz-gts did not run
+	RatioToALO      *float64 `json:"ratio_to_alo_raw"`   // null when alo-raw did not run
+
+	Verdict   string   `json:"verdict"` // PASS, ALO (at-least-once kept) or FAIL
+	Failure   string   `json:"failure,omitempty"`
+	Malformed int      `json:"malformed,omitempty"`
+	Capped    bool     `json:"capped,omitempty"` // a baseline run on the first inputs only
+	Rate      float64  `json:"offered_rate,omitempty"`
+	Workers   int      `json:"workers,omitempty"`
+	Kills     int      `json:"kills,omitempty"`
+	Crashes   int      `json:"unexpected_exits,omitempty"`
+	Counters  Counters `json:"counters"`
+	HandlerMs float64  `json:"handler_mean_ms,omitempty"` // measured mean simulated handler time
+	*Peaks
+	Anchor *Anchor `json:"anchor,omitempty"`
+
+	hist *hdrhistogram.Histogram
+}
+
+// Verdicts.
+const (
+	VerdictPass = "PASS" // exactly once, in session order
+	VerdictALO  = "ALO"  // at-least-once mode: nothing lost (duplicates are its nature)
+	VerdictFail = "FAIL"
+)
+
+// Failed reports whether the run failed: verification of an exactly-once
+// mode, loss in the at-least-once mode, a timeout or an error.
+func (r *Result) Failed() bool { return r.Verdict == VerdictFail }
+
+func (r *Result) judge(rep verify.Report, failure string) {
+	r.Outputs, r.DLQ = rep.Outputs, rep.DLQ
+	r.Duplicates, r.Lost, r.OrderViolations, r.Malformed = rep.Duplicates, rep.Lost, rep.OrderViolations, rep.Malformed
+	r.ExactlyOnce = rep.ExactlyOnce()
+	if !r.Mode.ordered() {
+		// Unordered promises no order: violations are reported, not judged.
+		r.ExactlyOnce = rep.Duplicates == 0 && rep.Lost == 0 && rep.Malformed == 0
+	}
+	r.Failure = failure
+	switch {
+	case failure != "":
+		r.Verdict = VerdictFail
+	case r.Mode.ExactlyOnce() && !r.ExactlyOnce:
+		r.Verdict, r.Failure = VerdictFail, "not exactly once: "+rep.String()
+	case !r.Mode.ExactlyOnce() && (rep.Lost > 0 || rep.Malformed > 0):
+		r.Verdict, r.Failure = VerdictFail, "at-least-once broken: "+rep.String()
+	case r.Mode.ExactlyOnce():
+		r.Verdict = VerdictPass
+	default:
+		r.Verdict = VerdictALO
+	}
+}
+
+func (r *Result) setLatency() {
+	h := r.hist
+	if h == nil || h.TotalCount() == 0 {
+		return
+	}
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	r.LatencyP50 = ms(h.ValueAtQuantile(50))
+	r.LatencyP90 = ms(h.ValueAtQuantile(90))
+	r.LatencyP99 = ms(h.ValueAtQuantile(99))
+	r.LatencyMax = ms(h.Max())
+}
+
+// setRatios fills each result's throughput ratios to the baselines that
+// ran in the same phase.
+func setRatios(rs []Result) {
+	var gts, alo float64
+	for _, r := range rs {
+		switch r.Mode {
+		case ModeGTS:
+			gts = r.Throughput
+		case ModeALO:
+			alo = r.Throughput
+		}
+	}
+	for i := range rs {
+		if gts > 0 {
+			v := rs[i].Throughput / gts
+			rs[i].RatioToGTS = &v
+		}
+		if alo > 0 {
+			v := rs[i].Throughput / alo
+			rs[i].RatioToALO = &v
+		}
+	}
+}

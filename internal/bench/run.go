@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/readback"
+	"github.com/onceflow/onceflow/internal/verify"
+)
+
+// Runner runs phases in an Env.
+type Runner struct {
+	Env      *Env
+	Log      *slog.Logger
+	Progress *Progress // nil: no live line
+	// WorkerExe is the binary that Config.Workers re-executes with the
+	// worker flag (normally this program's own).
+	WorkerExe string
+	// WorkerArgs are passed to every worker before the job (e.g. the log
+	// level).
+	WorkerArgs   []string
+	WorkerStderr io.Writer
+}
+
+// Run runs every mode of cfg and returns their results, each with its
+// verdict. The error is for runs that could not be carried out at all.
+func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Workers > 0 && r.WorkerExe == "" {
+		return nil, errors.New("bench: workers need the binary to re-execute")
+	}
+	// A backlog is produced once, before the runs, so every mode reads
+	// the very same records. Capped baselines read a topic holding only
+	// the first BaselineMessages of them: a serial consumer drains
+	// partitions unevenly, so on the full input it would handle most of
+	// it before the last capped ID.
+	var full, prefix string
+	if cfg.Rate == 0 {
+		var err error
+		if full, err = r.backlog(ctx, cfg, "in", cfg.Messages); err != nil {
+			return nil, err
+		}
+		if n := cfg.baselineCap(); n > 0 && hasBaseline(cfg.Modes) {
+			if prefix, err = r.backlog(ctx, cfg, fmt.Sprintf("in-first%d", n), n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var results []Result
+	for i, m := range cfg.Modes {
+		input := full
+		if m.baseline() && prefix != "" {
+			input = prefix
+		}
+		res, err := r.runMode(ctx, cfg, i, m.resolve(cfg.Order), input)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, res)
+	}
+	setRatios(results)
+	return results, nil
+}
+
+// backlog creates a topic and writes input IDs [0, n) to it.
+func (r *Runner) backlog(ctx context.Context, cfg Config, suffix string, n int) (string, error) {
+	topic, err := r.Env.Topic(ctx, slug(cfg.Scenario)+"-"+suffix, cfg.Partitions)
+	if err != nil {
+		return "", err
+	}
+	p, err := newProducer(r.Env.Brokers, topic, cfg.Sessions, cfg.Size)
+	if err != nil {
+		return "", err
+	}
+	defer p.close()
+	start := time.Now()
+	stop := r.Progress.Start(func() string {
+		_, done := p.status()
+		return fmt.Sprintf("%s: producing input %d/%d", cfg.Scenario, done, n)
+	})
+	err = p.run(ctx, n, 0)
+	stop()
+	if err != nil {
+		return "", fmt.Errorf("producing the input: %w", err)
+	}
+	r.Log.Info("input produced", "topic", topic, "records", n, "took", time.Since(start).Round(time.Millisecond))
+	return topic, nil
+}
+
+func hasBaseline(ms []Mode) bool {
+	for _, m := range ms {
+		if m.baseline() {
+			return true
+		}
+	}
+	return false
+}
+
+var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
+
+func slug(s string) string { return unsafeName.ReplaceAllString(s, "-") }
+
+// runMode runs one mode: topics, observer, pipeline(s), wait, stop,
+// read back and verify.
+func (r *Runner) runMode(ctx context.Context, cfg Config, idx int, mode Mode, shared string) (Result, error) {
+	res := Result{
+		Scenario: cfg.Scenario, Mode: mode, Messages: cfg.Messages, Sessions: cfg.Sessions,
+		Partitions: cfg.Partitions, Rate: cfg.Rate, Workers: cfg.Workers,
+	}
+	if a, ok := cfg.Anchors[mode]; ok {
+		res.Anchor = &a
+	}
+	if n := cfg.baselineCap(); n > 0 && mode.baseline() {
+		res.Messages, res.Capped = n, true
+	}
+	base := fmt.Sprintf("%s-%d-%s", slug(cfg.Scenario), idx, mode)
+	t := &trial{r: r, cfg: cfg, res: &res, input: shared}
+	if err := t.setup(ctx, base); err != nil {
+		return res, err
+	}
+	if err := t.run(ctx); err != nil {
+		return res, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	rep, err := verifyOutput(rctx, r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages)
+	if err != nil {
+		return res, err
+	}
+	res.judge(rep, t.failure)
+	r.Log.Info("run finished", "scenario", cfg.Scenario, "mode", mode, "verdict", res.Verdict, "report", rep.String())
+	return res, nil
+}
+
+// verifyOutput reads the committed output back and checks it against
+// inputs 0..n-1.
+func verifyOutput(ctx context.Context, brokers []string, output, dlq string, n int) (verify.Report, error) {
+	recs, err := readback.ReadCommitted(ctx, brokers, output, dlq)
+	if err != nil {
+		return verify.Report{}, fmt.Errorf("reading the output back: %w", err)
+	}
+	ch := verify.NewChecker(n)
+	for _, rec := range recs {
+		p, err := verify.Decode(rec.Value)
+		switch {
+		case err != nil:
+			ch.Malformed()
+		case rec.Topic == dlq:
+			ch.DeadLetter(verify.Observed{Session: string(rec.Key), Payload: p})
+		default:
+			ch.Output(verify.Observed{Session: string(rec.Key), Payload: p})
+		}
+	}
+	return ch.Report(), nil
+}

@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// trial is one mode's run in progress.
+type trial struct {
+	r     *Runner
+	cfg   Config
+	res   *Result
+	input string // backlog topic; "" means produce live
+	job   Job
+
+	failure string // why the run failed before verification, if it did
+	pr      *message.Printer
+}
+
+// inProcessSessionTimeout is the group session timeout of in-process
+// pipelines, which are never killed.
+const (
+	inProcessSessionTimeout = 10 * time.Second
+	// workerSessionTimeout is Kafka's default group.min.session.timeout.ms:
+	// as short as a real broker allows, so a worker that stays dead is
+	// noticed soon.
+	workerSessionTimeout = 6 * time.Second
+)
+
+func (t *trial) setup(ctx context.Context, base string) error {
+	env, cfg := t.r.Env, t.cfg
+	var err error
+	if t.input == "" {
+		if t.input, err = env.Topic(ctx, base+"-in", cfg.Partitions); err != nil {
+			return err
+		}
+	}
+	out, err := env.Topic(ctx, base+"-out", cfg.Partitions)
+	if err != nil {
+		return err
+	}
+	dlq, err := env.Topic(ctx, base+"-dlq", 1)
+	if err != nil {
+		return err
+	}
+	t.job = Job{
+		Mode: t.res.Mode, Brokers: env.Brokers, Input: t.input, Output: out, DLQ: dlq,
+		Group: env.Group(base), InstanceID: "i0", Messages: t.res.Messages,
+		Latency: cfg.HandlerLatency, FaultRate: cfg.FaultRate, RetryInitial: cfg.RetryInitial,
+		CommitInterval: cfg.CommitInterval, IdleSession: cfg.IdleSession, MetadataBytes: cfg.MetadataBytes,
+		SessionTimeout: inProcessSessionTimeout,
+	}
+	if cfg.Workers > 0 {
+		t.job.SessionTimeout = workerSessionTimeout
+	}
+	return nil
+}
+
+// run runs the pipeline until every awaited input is accounted for, the
+// timeout passes or the pipeline fails, then stops everything.
+func (t *trial) run(ctx context.Context) error {
+	cfg, res, log := t.cfg, t.res, t.r.Log
+	t.pr = message.NewPrinter(language.English)
+	runCtx, cancelRun := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancelRun()
+	live := cfg.Rate > 0
+
+	start := time.Now()
+	floor := start // backlog: latency counts from when the run could start
+	if live {
+		floor = time.Time{}
+	}
+	obs, err := startObserver(runCtx, t.r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages, floor, log)
+	if err != nil {
+		return err
+	}
+	defer obs.stop()
+
+	var prod *producer
+	var prodDone chan error // nil for a backlog: nothing to wait for
+	prodCtx, cancelProd := context.WithCancel(runCtx)
+	defer func() {
+		cancelProd()
+		if prod != nil {
+			prod.close()
+		}
+	}()
+	if live {
+		if prod, err = newProducer(t.r.Env.Brokers, t.input, cfg.Sessions, cfg.Size); err != nil {
+			return err
+		}
+		prodDone = make(chan error, 1)
+		go func() { prodDone <- prod.run(prodCtx, res.Messages, cfg.Rate) }()
+	}
+
+	pl, err := t.startPipeline(runCtx)
+	if err != nil {
+		return err
+	}
+	stopProgress := t.r.Progress.Start(func() string { return t.status(obs, pl, start) })
+	// While input is being produced, kill workers if asked to.
+	killCtx, stopKills := context.WithCancel(runCtx)
+	defer stopKills()
+	if ws, ok := pl.(*workerSet); ok && cfg.KillEvery > 0 {
+		go ws.killLoop(killCtx, cfg.KillEvery)
+	}
+
+	interrupted := t.wait(ctx, runCtx, obs, pl, prodDone, stopKills)
+	stopKills()
+	cancelProd()
+	t.stopPipeline(pl) // also when interrupted: no pipeline outlives its run
+	stopProgress()
+	obs.stop()
+	if interrupted != nil {
+		return interrupted
+	}
+
+	windowStart := start
+	if live {
+		if first, _ := prod.status(); !first.IsZero() {
+			windowStart = first
+		}
+	}
+	if !obs.last.IsZero() && obs.last.After(windowStart) {
+		res.Seconds = obs.last.Sub(windowStart).Seconds()
+		res.Throughput = float64(obs.accounted.Load()) / res.Seconds
+	}
+	res.hist = obs.hist
+	res.setLatency()
+	return nil
+}
+
+// wait returns once every awaited input is accounted for or the run
+// fails (t.failure says why); the error is ctx's when it was canceled.
+func (t *trial) wait(ctx, runCtx context.Context, obs *observer, pl running, prodDone chan error, stopKills func()) error {
+	cfg := t.cfg
+	var stallTick <-chan time.Time
+	if cfg.Stall > 0 {
+		tk := time.NewTicker(time.Second)
+		defer tk.Stop()
+		stallTick = tk.C
+	}
+	lastCount, lastChange := int64(0), time.Now()
+	for {
+		select {
+		case <-obs.done:
+			return nil
+		case now := <-stallTick:
+			if n := obs.accounted.Load(); n != lastCount {
+				lastCount, lastChange = n, now
+			} else if now.Sub(lastChange) >= cfg.Stall {
+				t.failure = fmt.Sprintf("stalled: no input accounted for in %v, %d of %d so far", cfg.Stall, n, t.res.Messages)
+				return nil
+			}
+		case <-runCtx.Done():
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			t.failure = fmt.Sprintf("timed out after %v with %d of %d inputs accounted for", cfg.Timeout, obs.accounted.Load(), t.res.Messages)
+			return nil
+		case <-pl.stopped():
+			t.failure = fmt.Sprintf("pipeline stopped by itself: %v", pl.runErr())
+			return nil
+		case err := <-prodDone:
+			prodDone = nil
+			stopKills() // production over: let the pipeline finish undisturbed
+			if err != nil {
+				t.failure = fmt.Sprintf("producing the input: %v", err)
+				return nil
+			}
+		}
+	}
+}
+
+func (t *trial) status(obs *observer, pl running, start time.Time) string {
+	el := time.Since(start)
+	acc := obs.accounted.Load()
+	s := t.pr.Sprintf("%s %s: %d/%d accounted  %.0f rec/s  outputs %d  dlq %d  %.1fs",
+		t.cfg.Scenario, t.res.Mode, acc, t.res.Messages, float64(acc)/el.Seconds(),
+		obs.outputs.Load(), obs.deadLetters.Load(), el.Seconds())
+	if ws, ok := pl.(*workerSet); ok {
+		k, u := ws.restarts()
+		s += t.pr.Sprintf("  kills %d", k)
+		if u > 0 {
+			s += fmt.Sprintf("  unexpected exits %d", u)
+		}
+	}
+	return s
+}

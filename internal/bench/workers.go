@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// WorkerFlag is the hidden flag that makes the binary run one Job (given
+// as JSON) instead of a benchmark: eosbench re-executes itself with it.
+const WorkerFlag = "worker"
+
+// WorkerReport is the one JSON line a worker prints on stdout when it
+// stops cleanly. A worker killed with SIGKILL prints nothing.
+type WorkerReport struct {
+	Peaks
+	Counters
+	Error string `json:"error,omitempty"`
+}
+
+// RunWorker runs job until ctx is done and prints its report on stdout.
+// Peaks are this process's own: a worker holds no embedded cluster, so
+// they measure the pipeline alone.
+func RunWorker(ctx context.Context, job Job, stdout io.Writer, log *slog.Logger) error {
+	pk := startPeaks()
+	p, err := newPipeline(job, log)
+	if err != nil {
+		pk.stop()
+		return err
+	}
+	runErr := p.run(ctx)
+	rep := WorkerReport{Peaks: pk.stop(), Counters: p.counters()}
+	if runErr != nil {
+		rep.Error = runErr.Error()
+	}
+	if err := json.NewEncoder(stdout).Encode(rep); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// workerSet supervises one mode's subprocess workers. Instance i always
+// runs as instance ID "w<i>", so a restart takes over its predecessor's
+// transactional ID and static group membership.
+type workerSet struct {
+	exe    string
+	args   []string
+	job    Job
+	log    *slog.Logger
+	stderr io.Writer
+
+	mu         sync.Mutex
+	procs      []*workerProc
+	stopping   bool
+	kills      int
+	unexpected int
+	reports    []WorkerReport
+	wg         sync.WaitGroup // exit watchers
+}
+
+type workerProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser // closing it asks the worker to stop
+	stdout bytes.Buffer
+	exited chan struct{}
+	killed bool // by us: not an unexpected exit
+}
+
+func startWorkers(exe string, args []string, n int, job Job, stderr io.Writer, log *slog.Logger) (*workerSet, error) {
+	ws := &workerSet{exe: exe, args: args, job: job, log: log, stderr: stderr, procs: make([]*workerProc, n)}
+	for i := range n {
+		if err := ws.start(i); err != nil {
+			ws.stop(10 * time.Second)
+			return nil, err
+		}
+	}
+	return ws, nil
+}
+
+// start runs worker i. It holds the lock throughout, so that a start
+// racing with stop either is seen by stop or does not happen.
+func (ws *workerSet) start(i int) error {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.stopping {
+		return nil
+	}
+	job := ws.job
+	job.InstanceID = fmt.Sprintf("w%d", i)
+	arg, err := json.Marshal(job)
+	if err != nil {
+		return err
+	}
+	p := &workerProc{exited: make(chan struct{})}
+	p.cmd = exec.Command(ws.exe, append(ws.args[:len(ws.args):len(ws.args)], "-"+WorkerFlag, string(arg))...)
+	p.cmd.Stdout = &p.stdout
+	p.cmd.Stderr = ws.stderr
+	// The worker stops when its stdin closes: on our request, or when
+	// this process dies, so that no worker outlives its benchmark.
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("starting worker %s: %w", job.InstanceID, err)
+	}
+	ws.procs[i] = p
+	ws.wg.Add(1)
+	go ws.watch(i, p)
+	return nil
+}
+
+// watch waits for a worker's exit. An exit nobody asked for is logged and
+// the worker restarted: the benchmark judges the output, not the process.
+func (ws *workerSet) watch(i int, p *workerProc) {
+	defer ws.wg.Done()
+	err := p.cmd.Wait()
+	close(p.exited)
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if p.killed {
+		return
+	}
+	var rep WorkerReport
+	if jerr := json.Unmarshal(bytes.TrimSpace(p.stdout.Bytes()), &rep); jerr == nil {
+		ws.reports = append(ws.reports, rep)
+	}
+	if ws.stopping {
+		if err != nil {
+			ws.log.Warn("worker failed while stopping", "instance", fmt.Sprintf("w%d", i), "err", err, "report", rep.Error)
+		}
+		return
+	}
+	ws.unexpected++
+	ws.log.Warn("worker exited unexpectedly; restarting it", "instance", fmt.Sprintf("w%d", i), "err", err, "report", rep.Error)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		if err := ws.start(i); err != nil {
+			ws.log.Error("restarting worker", "err", err)
+		}
+	}()
+}
+
+// kill SIGKILLs worker i (no EndTxn, no LeaveGroup: a crash) and starts
+// its replacement under the same instance ID.
+func (ws *workerSet) kill(i int) error {
+	ws.mu.Lock()
+	p := ws.procs[i]
+	if ws.stopping || p == nil {
+		ws.mu.Unlock()
+		return nil
+	}
+	p.killed = true
+	ws.kills++
+	ws.mu.Unlock()
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+	return ws.start(i)
+}
+
+// killLoop kills one worker every interval, in turn, until ctx is done.
+func (ws *workerSet) killLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ws.mu.Lock()
+		n := len(ws.procs)
+		ws.mu.Unlock()
+		if err := ws.kill(i % n); err != nil {
+			ws.log.Error("restarting a killed worker", "err", err)
+		}
+	}
+}
+
+// stop asks every worker to finish and commit, killing those that do not
+// exit within timeout, and returns their reports.
+func (ws *workerSet) stop(timeout time.Duration) []WorkerReport {
+	ws.mu.Lock()
+	ws.stopping = true
+	procs := append([]*workerProc(nil), ws.procs...)
+	ws.mu.Unlock()
+	for _, p := range procs {
+		if p != nil {
+			_ = p.stdin.Close()
+		}
+	}
+	deadline := time.After(timeout)
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.exited:
+		case <-deadline:
+			ws.log.Warn("worker did not stop in time; killing it")
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+	ws.wg.Wait()
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.reports
+}
+
+func (ws *workerSet) restarts() (kills, unexpected int) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.kills, ws.unexpected
+}
