@@ -56,14 +56,22 @@ func EncodedLen(base int64, done []Range) int {
 	if len(done) == 0 {
 		return 0
 	}
+	return EncodedLenOf(BinaryLen(base, done))
+}
+
+// BinaryLen returns len(AppendBinary(nil, base, done)).
+func BinaryLen(base int64, done []Range) int {
 	n := 1
 	at := base
 	for _, r := range done {
-		n += uvarintLen(uint64(r.Start-at)) + uvarintLen(uint64(r.End-r.Start))
+		n += UvarintLen(uint64(r.Start-at)) + UvarintLen(uint64(r.End-r.Start))
 		at = r.End
 	}
-	return len(Prefix) + base64.RawURLEncoding.EncodedLen(n)
+	return n
 }
+
+// EncodedLenOf returns the metadata length of a binary form of n bytes.
+func EncodedLenOf(n int) int { return len(Prefix) + base64.RawURLEncoding.EncodedLen(n) }
 
 // AppendBinary appends the binary form (before base64) to dst.
 func AppendBinary(dst []byte, base int64, done []Range) []byte {
@@ -137,7 +145,8 @@ func DecodeBinary(base int64, b []byte) ([]Range, error) {
 	return out, nil
 }
 
-func uvarintLen(v uint64) int {
+// UvarintLen returns the encoded length of v.
+func UvarintLen(v uint64) int {
 	n := 1
 	for v >= 0x80 {
 		v >>= 7
