@@ -1,0 +1,230 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// drain takes finished items and puts their outputs into the transaction.
+func (l *lifetime) drain(ctx context.Context) error {
+	l.comps = l.p.takeCompletions(l.comps)
+	for i, it := range l.comps {
+		l.comps[i] = nil
+		p := it.part
+		if it.gen != p.gen.Load() || it.stuck.Load() || it.done {
+			continue // revoked, rewound or dead-lettered as stuck meanwhile
+		}
+		// Held completions go first, in order, so a session's outputs
+		// keep their order. The lowest unfinished record is the
+		// exception: nothing of its session waits before it, and
+		// finishing it is what shrinks the metadata.
+		if len(p.held) > 0 && p.pending[0] != it {
+			p.held = append(p.held, it)
+			continue
+		}
+		if err := l.admit(ctx, p, it); err != nil {
+			return err
+		}
+	}
+	for _, p := range l.parts {
+		if err := l.admitHeld(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *lifetime) admitHeld(ctx context.Context, p *partition) error {
+	// The lowest unfinished record may wait behind others: take it first
+	// (see drain), which makes room for the rest.
+	if len(p.held) > 0 {
+		p.measureMeta() // once per drain; admissions below only add to it
+	}
+	for len(p.held) > 0 {
+		i := slices.Index(p.held, p.pending[0])
+		if i < 0 {
+			break
+		}
+		p.held = slices.Delete(p.held, i, i+1)
+		if err := l.admit(ctx, p, p.pending[0]); err != nil {
+			return err
+		}
+	}
+	for len(p.held) > 0 {
+		it := p.held[0]
+		ok, err := l.tryAdmit(ctx, p, it)
+		if err != nil || !ok {
+			return err
+		}
+		p.held[0] = nil
+		p.held = p.held[1:]
+	}
+	return nil
+}
+
+func (l *lifetime) admit(ctx context.Context, p *partition, it *item) error {
+	ok, err := l.tryAdmit(ctx, p, it)
+	if err == nil && !ok {
+		p.held = append(p.held, it)
+	}
+	return err
+}
+
+// tryAdmit marks it finished and produces its records, unless the commit
+// metadata would then outgrow the broker's limit: such an item waits.
+func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, error) {
+	if it.dlq != nil && l.cfg.dlq == "" {
+		return false, fmt.Errorf("%w: %s/%d@%d: %s", ErrNoDLQ, it.rec.Topic, it.rec.Partition, it.rec.Offset, headerValue(it.dlq, HeaderError))
+	}
+	wasHead := p.pending[0] == it
+	p.markDone(it)
+	if wasHead {
+		p.headSince = l.cfg.clock.Now()
+	} else if !p.metadataFits(l.cfg.maxMetadataBytes) {
+		p.unmarkDone(it)
+		return false, nil
+	}
+	if err := l.produce(ctx, it.outputs, it.dlq); err != nil {
+		return false, err
+	}
+	if len(it.writes) > 0 {
+		l.produceWrites(ctx, p, it.writes)
+	}
+	return true, nil
+}
+
+func (l *lifetime) produce(ctx context.Context, outputs []*kgo.Record, dlq *kgo.Record) error {
+	if err := l.s.Begin(); err != nil {
+		return err
+	}
+	for _, r := range outputs {
+		if r.Topic == "" {
+			r.Topic = l.cfg.output
+		}
+		l.s.Produce(l.produceCtx, r, l.promise)
+	}
+	l.txnOutputs += int64(len(outputs))
+	if dlq != nil {
+		l.s.Produce(l.produceCtx, dlq, l.promise)
+		l.txnDLQ++
+		l.txnDLQBy[reasonIndex(headerValue(dlq, HeaderReason))]++
+	}
+	return nil
+}
+
+func (l *lifetime) promise(_ *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.produceErr == nil {
+		l.produceErr = err
+	}
+	l.mu.Unlock()
+}
+
+// checkStuck dead-letters a partition's lowest unfinished record once it has
+// been the head longer than the stuck timeout.
+func (l *lifetime) checkStuck(ctx context.Context) error {
+	timeout := l.cfg.stuckTimeout
+	if timeout <= 0 {
+		return nil
+	}
+	now := l.cfg.clock.Now()
+	for _, p := range l.parts {
+		for len(p.pending) > 0 && now.Sub(p.headSince) >= timeout {
+			it := p.pending[0]
+			markStuck(it)
+			cancelStuck(it)
+			dlq := deadLetter(l.cfg.dlq, it, reasonStuck, fmt.Errorf("unfinished after %v", now.Sub(p.headSince).Round(time.Millisecond)), 0, time.Time{})
+			l.cfg.logger.Error("record stuck; sending it to the dead-letter topic and moving on",
+				"topic", p.topic, "partition", p.id, "offset", it.rec.Offset, "timeout", timeout)
+			p.markDone(it)
+			p.headSince = now
+			if err := l.produce(ctx, nil, dlq); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// backpressure pauses fetching from partitions at their bound (or all, at
+// the total bound) and resumes them once they drain. Fetched records stay
+// in their partition's queue, so nothing newer overtakes them.
+func (l *lifetime) backpressure() {
+	overTotal := l.totalBuffered() >= l.cfg.maxBuffer
+	var pause, resume map[string][]int32
+	now := time.Now()
+	for _, p := range l.parts {
+		want := overTotal || p.buffered() >= l.cfg.maxPartitionBuffer || len(p.held) > 0
+		if want == p.paused {
+			continue
+		}
+		p.paused = want
+		l.logPause(p, now)
+		m := &resume
+		if want {
+			m = &pause
+		}
+		if *m == nil {
+			*m = make(map[string][]int32)
+		}
+		(*m)[p.topic] = append((*m)[p.topic], p.id)
+	}
+	if pause != nil {
+		l.s.Client().PauseFetchPartitions(pause)
+	}
+	if resume != nil {
+		l.s.Client().ResumeFetchPartitions(resume)
+	}
+}
+
+// pauseLogInterval rate-limits the Info logs of pauses and resumes per
+// partition; the changes in between are logged at Debug.
+const pauseLogInterval = 30 * time.Second
+
+// logPause logs a change of p's fetch state: at Info at most once per
+// pauseLogInterval per partition, else at Debug.
+func (l *lifetime) logPause(p *partition, now time.Time) {
+	level := slog.LevelDebug
+	if now.Sub(p.pauseLogged) >= pauseLogInterval {
+		level, p.pauseLogged = slog.LevelInfo, now
+	}
+	msg := "resumed fetching"
+	if p.paused {
+		msg = "paused fetching: buffer or commit metadata full"
+	}
+	var oldest int64 = -1
+	if len(p.pending) > 0 {
+		oldest = p.pending[0].rec.Offset
+	}
+	l.cfg.logger.Log(context.Background(), level, msg, "topic", p.topic, "partition", p.id,
+		"offset", p.next, "oldest_unfinished", oldest, "buffered", p.buffered(), "held", len(p.held))
+}
+
+// waitInFlight waits, at most the drain timeout, for dispatched records to
+// finish, putting them into the transaction as they do.
+func (l *lifetime) waitInFlight(ctx, drainCtx context.Context) error {
+	deadline := time.NewTimer(l.cfg.drainTimeout)
+	defer deadline.Stop()
+	for l.unfinished() > 0 {
+		select {
+		case <-l.p.compWake:
+		case <-deadline.C:
+			l.cfg.logger.Info("drain timeout: unfinished records are left to be redone", "unfinished", l.unfinished())
+			return nil
+		case <-drainCtx.Done():
+			return nil
+		}
+		if err := l.drain(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}

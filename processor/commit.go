@@ -1,0 +1,156 @@
+package processor
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflow/onceflow/internal/offsetmeta"
+	"github.com/onceflow/onceflow/txn"
+)
+
+// commit ends the open transaction with the offsets of the lowest
+// unfinished records and, in the metadata, the finished records above them.
+func (l *lifetime) commit(ctx context.Context) error {
+	if !l.s.InTxn() {
+		return nil
+	}
+	// Flush first: a record that failed must be seen before the offsets
+	// of its input are committed, or the input would be lost.
+	fctx, cancel := context.WithTimeout(l.produceCtx, l.cfg.txnTimeout)
+	err := l.s.Client().Flush(fctx)
+	cancel()
+	if err != nil {
+		return &txn.Error{Class: txn.ClassReset, Op: "flush", Err: err}
+	}
+	l.mu.Lock()
+	perr := l.produceErr
+	l.produceErr = nil
+	l.mu.Unlock()
+	if perr != nil {
+		l.cfg.logger.Warn("a produce failed; aborting the transaction", "err", perr)
+		if err := l.s.Abort(ctx); err != nil {
+			return err
+		}
+		if e := l.s.CheckFenced(ctx, "produce", perr); e.Class != txn.ClassAbortable {
+			return e
+		}
+		l.rewindAll()
+		return nil
+	}
+	type plan struct {
+		base int64
+		done []offsetmeta.Range
+		meta string
+	}
+	plans := make(map[tp]plan, len(l.parts))
+	for k, p := range l.parts {
+		base, done := p.commitPoint()
+		plans[k] = plan{base, done, offsetmeta.Encode(base, done)}
+	}
+	sent := make(map[tp]bool, len(plans))
+	// The request starts from the client's polled heads, which a rewind
+	// moves back to the last commit even where we are further on: every
+	// partition we track is committed from our own plan, added if the
+	// client left it out, dropped if we no longer own it.
+	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
+		topics := req.Topics[:0]
+		for _, t := range req.Topics {
+			parts := t.Partitions[:0]
+			for _, rp := range t.Partitions {
+				k := tp{t.Topic, rp.Partition}
+				pl, ok := plans[k]
+				if !ok || pl.base < 0 {
+					continue // not ours any more, or nothing fetched since a rewind
+				}
+				rp.Offset, rp.Metadata = pl.base, &pl.meta
+				parts = append(parts, rp)
+				sent[k] = true
+			}
+			if len(parts) > 0 {
+				t.Partitions = parts
+				topics = append(topics, t)
+			}
+		}
+		req.Topics = topics
+		for k, pl := range plans {
+			if sent[k] || pl.base < 0 {
+				continue
+			}
+			i := slices.IndexFunc(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return t.Topic == k.topic })
+			if i < 0 {
+				t := kmsg.NewTxnOffsetCommitRequestTopic()
+				t.Topic = k.topic
+				req.Topics = append(req.Topics, t)
+				i = len(req.Topics) - 1
+			}
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.Metadata = k.partition, pl.base, &pl.meta
+			rp.LeaderEpoch = -1
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+			sent[k] = true
+		}
+		return nil
+	}
+	start := time.Now()
+	spanCtx, span := l.startCommit(ctx)
+	committed, err := l.s.Commit(spanCtx, rewrite)
+	l.p.metrics.observeCommit(time.Since(start))
+	endCommit(span, committed, err)
+	if err != nil {
+		return err
+	}
+	if !committed {
+		l.p.stats.aborts.Add(1)
+		l.cfg.logger.Info("transaction aborted (group rebalanced or commit refused); redoing from the last commit")
+		l.rewindAll()
+		return nil
+	}
+	if err := l.applyState(); err != nil {
+		return err
+	}
+	for k := range sent {
+		p := l.parts[k]
+		pl := plans[k]
+		l.cfg.logger.Debug("committed partition", "topic", k.topic, "partition", k.partition, "offset", pl.base, "done", pl.done)
+		p.committed, p.committedDone, p.doneSinceCommit = pl.base, pl.done, 0
+	}
+	l.p.stats.commits.Add(1)
+	l.p.stats.outputs.Add(l.txnOutputs)
+	l.p.stats.dlq.Add(l.txnDLQ)
+	for i, n := range l.txnDLQBy {
+		l.p.stats.dlqBy[i].Add(n)
+	}
+	l.txnOutputs, l.txnDLQ, l.txnDLQBy = 0, 0, [len(dlqReasons)]int64{}
+	l.cfg.logger.Debug("committed", "took", time.Since(start))
+	return nil
+}
+
+// rewindAll drops everything after the last commit: the transaction was
+// aborted and the consumer rewound, so every partition starts again from
+// its committed state.
+func (l *lifetime) rewindAll() {
+	var redo int64
+	for k, p := range l.parts {
+		l.cfg.logger.Debug("rewind", "partition", k.partition, "to", p.committed, "done", p.committedDone, "next_was", p.next)
+		redo += int64(p.doneSinceCommit + len(p.held))
+		np := l.newPartition(p.topic, p.id, p.committed, p.committedDone)
+		np.paused, np.pauseLogged, np.hwm = p.paused, p.pauseLogged, p.hwm
+		p.gen.Store(0)
+		l.parts[k] = np
+	}
+	l.txnOutputs, l.txnDLQ, l.txnDLQBy = 0, 0, [len(dlqReasons)]int64{}
+	l.mu.Lock()
+	clear(l.clNext)
+	l.mu.Unlock()
+	l.p.stats.reprocessed.Add(redo)
+}
+
+// staleAll makes every dispatched item of this lifetime stale.
+func (l *lifetime) staleAll() {
+	for _, p := range l.parts {
+		p.gen.Store(0)
+	}
+}
