@@ -55,6 +55,9 @@ func NewSession(cfg Config) (*Session, error) {
 		kgo.DisableAutoCommit(),
 		// Rebalances wait until the loop has committed: see Poll.
 		kgo.BlockRebalanceOnPoll(),
+		// As the Java client's fetch.max.wait.ms: a partition resumed after
+		// backpressure waits at most this for a fetch already in flight.
+		kgo.FetchMaxWait(500 * time.Millisecond),
 	}
 	gts, err := kgo.NewGroupTransactSession(append(opts, cfg.ClientOpts...)...)
 	if err != nil {
