@@ -35,6 +35,7 @@ func (l *lifetime) drain(ctx context.Context) error {
 		if err := l.admitHeld(ctx, p); err != nil {
 			return err
 		}
+		l.dispatchWindow(p)
 	}
 	return nil
 }
@@ -162,7 +163,7 @@ func (l *lifetime) backpressure() {
 	var pause, resume map[string][]int32
 	now := time.Now()
 	for _, p := range l.parts {
-		want := overTotal || p.buffered() >= l.cfg.maxPartitionBuffer || len(p.held) > 0
+		want := overTotal || len(p.undispatched) >= l.cfg.maxPartitionBuffer || len(p.held) > 0
 		if want == p.paused {
 			continue
 		}

@@ -172,6 +172,9 @@ func (l *lifetime) poll(ctx context.Context) error {
 		room = 1 // every partition is paused; poll only to let rebalances in
 	}
 	l.p.pollWake.Store(&cancel)
+	if l.p.hasCompletions() {
+		cancel() // finished before the wake was armed: do not wait for them
+	}
 	fs := l.s.Poll(pctx, room)
 	l.p.pollWake.Store(nil)
 	var fatal error
@@ -222,20 +225,37 @@ func (l *lifetime) intake(fs kgo.Fetches) {
 				}
 				continue
 			}
-			it := &item{rec: r, part: p, gen: gen, dispatched: now}
+			it := &item{rec: r, part: p, gen: gen, fetched: now}
 			if len(p.pending) == 0 {
 				p.headSince = now
 			}
 			p.pending = append(p.pending, it)
-			if p.state != nil && p.state.restoring {
-				p.state.waiting = append(p.state.waiting, it)
-				continue
-			}
-			l.p.d.dispatch(l.sessionKey(p, it), it)
+			p.undispatched = append(p.undispatched, it)
 		}
+		l.dispatchWindow(p)
 	})
 	l.p.stats.consumed.Add(consumed)
 	l.p.stats.skipped.Add(skipped)
+}
+
+// dispatchWindow hands a partition's next records to their sessions while
+// fewer than the per-partition bound are out ahead of its lowest unfinished
+// record. The window bounds the map of finished records in the commit
+// metadata; records beyond it wait in offset order.
+func (l *lifetime) dispatchWindow(p *partition) {
+	if p.state != nil && p.state.restoring {
+		return
+	}
+	n := 0
+	for n < len(p.undispatched) && len(p.pending)-len(p.undispatched)+n < l.cfg.maxPartitionBuffer {
+		it := p.undispatched[n]
+		p.undispatched[n] = nil
+		n++
+		l.p.d.dispatch(l.sessionKey(p, it), it)
+	}
+	if n > 0 {
+		p.undispatched = p.undispatched[n:]
+	}
 }
 
 func (l *lifetime) sessionKey(p *partition, it *item) []byte {

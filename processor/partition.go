@@ -30,8 +30,8 @@ type item struct {
 	sess         *session
 
 	// Loop-owned.
-	dispatched time.Time
-	done       bool
+	fetched time.Time
+	done    bool
 
 	stuck atomic.Bool
 }
@@ -52,10 +52,11 @@ type partition struct {
 	id    int32
 	gen   atomic.Uint64
 
-	pending []*item // offset order; pending[0] is the lowest unfinished
-	done    int     // items in pending that are done
-	held    []*item // completed, waiting for room in the commit metadata
-	next    int64   // fetches below this offset are already here
+	pending      []*item // offset order; pending[0] is the lowest unfinished
+	undispatched []*item // the tail of pending not yet handed to sessions
+	done         int     // items in pending that are done
+	held         []*item // completed, waiting for room in the commit metadata
+	next         int64   // fetches below this offset are already here
 
 	committed     int64              // last committed offset (-1: none)
 	committedDone []offsetmeta.Range // finished above it, as committed
@@ -80,7 +81,8 @@ func newPartition(topic string, id int32, gen uint64, committed int64, done []of
 
 func (p *partition) buffered() int { return len(p.pending) + len(p.held) }
 
-func (p *partition) unfinished() int { return len(p.pending) - p.done }
+// unfinished counts dispatched records not finished yet.
+func (p *partition) unfinished() int { return len(p.pending) - len(p.undispatched) - p.done }
 
 // accept reports whether an offset is new (not refetched after a rewind),
 // and whether an earlier transaction already finished it.

@@ -73,6 +73,12 @@ func (p *Processor) complete(it *item) {
 	}
 }
 
+func (p *Processor) hasCompletions() bool {
+	p.compMu.Lock()
+	defer p.compMu.Unlock()
+	return len(p.comps) > 0
+}
+
 func (p *Processor) takeCompletions(into []*item) []*item {
 	p.compMu.Lock()
 	into, p.comps = p.comps, into[:0]

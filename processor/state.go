@@ -72,8 +72,7 @@ type partState struct {
 
 	// Loop-owned.
 	txn       []stateWrite // writes in the open transaction
-	restoring bool
-	waiting   []*item // fetched during the restore, not yet dispatched
+	restoring bool         // records wait in the partition's undispatched queue
 }
 
 func (it *item) Get(key []byte) ([]byte, bool, error) {

@@ -114,10 +114,7 @@ func (l *lifetime) takeRestored() error {
 			if r.p.gen.Load() == 0 {
 				continue // revoked meanwhile
 			}
-			for _, it := range ps.waiting {
-				l.p.d.dispatch(l.sessionKey(r.p, it), it)
-			}
-			ps.waiting = nil
+			l.dispatchWindow(r.p)
 		default:
 			return nil
 		}
