@@ -1,7 +1,5 @@
 package dedupe
 
-import "hash/maphash"
-
 // Claim atomically checks and marks id: it returns true if id was not seen
 // within the retention window and is now marked, false if it was already
 // seen. Of concurrent Claims of one ID exactly one returns true.
@@ -13,29 +11,18 @@ func (s *Store) Claim(id []byte) (first bool, err error) {
 		return false, err
 	}
 	defer s.closeMu.RUnlock()
-	mu := &s.stripes[s.stripe(id)]
+	ids := [1][]byte{id}
+	q := s.newIDBatch(ids[:])
+	h := q.hash[0]
+	mu := &s.stripes[stripe(h)]
 	mu.Lock()
 	defer mu.Unlock()
 	now := s.opts.Clock.Now()
-	it, err := s.db.NewIter(&lookupOpts)
-	if err != nil {
-		return false, readErr(s.dir, err)
-	}
-	seen, err := s.seenIn(it, appendIndexPrefix(make([]byte, 0, 16+len(id)), id),
-		s.win.minLive(now))
-	if cerr := it.Close(); err == nil && cerr != nil {
-		err = readErr(s.dir, cerr)
-	}
+	seen, err := s.seen(id, h, s.win.minLive(now))
 	if err != nil || seen {
 		return false, err
 	}
-	s.gate.RLock()
-	defer s.gate.RUnlock()
-	b := max(s.win.bucket(now), s.floor.Load())
-	batch := s.db.NewBatch()
-	defer batch.Close()
-	s.addMarks(batch, [][]byte{id}, []int{0}, b)
-	if err := s.commit(batch, now); err != nil {
+	if err := s.writeMarks(q, q.uniq, s.win.bucket(now), now); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -52,59 +39,39 @@ func (s *Store) ClaimBatch(ids [][]byte) (first []bool, err error) {
 		return nil, err
 	}
 	defer s.closeMu.RUnlock()
-	q := sortedPrefixes(ids)
-	unlock := s.lockStripes(ids)
+	q := s.newIDBatch(ids)
+	unlock := s.lockStripes(q.hash)
 	defer unlock()
 	now := s.opts.Clock.Now()
-	minLive := s.win.minLive(now)
 	first = make([]bool, len(ids))
-	claimed := make([]int, 0, len(ids))
-	it, err := s.db.NewIter(&lookupOpts)
-	if err != nil {
-		return nil, readErr(s.dir, err)
+	if err := s.lookupAll(q, s.win.minLive(now), first); err != nil {
+		return nil, err
 	}
-	for j, i := range q.order {
-		if j > 0 && q.dup(j) {
-			continue
-		}
-		seen, err := s.seenIn(it, q.prefix(i), minLive)
-		if err != nil {
-			_ = it.Close()
-			return nil, err
-		}
-		if !seen {
-			first[i] = true
+	// first holds "seen" for the first occurrences; turn it into "claimed"
+	// and collect the IDs to mark.
+	claimed := make([]int, 0, len(q.uniq))
+	for _, i := range q.uniq {
+		if first[i] = !first[i]; first[i] {
 			claimed = append(claimed, i)
 		}
-	}
-	if err := it.Close(); err != nil {
-		return nil, readErr(s.dir, err)
 	}
 	if len(claimed) == 0 {
 		return first, nil
 	}
-	s.gate.RLock()
-	defer s.gate.RUnlock()
-	b := max(s.win.bucket(now), s.floor.Load())
-	batch := s.db.NewBatch()
-	defer batch.Close()
-	s.addMarks(batch, ids, claimed, b)
-	if err := s.commit(batch, now); err != nil {
+	if err := s.writeMarks(q, claimed, s.win.bucket(now), now); err != nil {
 		return nil, err
 	}
 	return first, nil
 }
 
-func (s *Store) stripe(id []byte) int {
-	return int(maphash.Bytes(s.seed, id) % numStripes)
-}
+func stripe(h uint64) int { return int(h % numStripes) }
 
-// lockStripes locks the stripes of ids in ascending order, which keeps
-// concurrent batches deadlock-free.
-func (s *Store) lockStripes(ids [][]byte) (unlock func()) {
+// lockStripes locks the stripes of the IDs with hashes hs in ascending
+// order, which keeps concurrent batches deadlock-free.
+func (s *Store) lockStripes(hs []uint64) (unlock func()) {
 	var need [numStripes]bool
-	for _, id := range ids {
-		need[s.stripe(id)] = true
+	for _, h := range hs {
+		need[stripe(h)] = true
 	}
 	for i := range need {
 		if need[i] {

@@ -13,22 +13,44 @@
 //
 // # Layout and expiry
 //
-// Each mark writes two keys in one batch: an index key
-// "i" | len(id) | id | ^bucket and an expiry-log key "x" | bucket | id.
+// A mark is recorded under two kinds of keys: an index key
+// "i" | len(id) | id | ^bucket per ID, and an expiry-log entry
+// "x" | bucket | seq per write batch whose value lists the batch's IDs.
 // A custom pebble Split makes the ID the bloom-filter prefix of index keys,
-// so Seen is a single bloom-filtered SeekPrefixGE that lands on the newest
-// bucket of the ID; the bucket is compared with the window, so an expired
-// but not yet deleted mark already reads as unseen. Most lookups in a dedupe
-// workload are misses and are answered by the filters.
+// so a pebble lookup is a single bloom-filtered SeekPrefixGE that lands on
+// the newest bucket of the ID; the bucket is compared with the window, so an
+// expired but not yet deleted mark already reads as unseen.
+//
+// # Write path and lookups
+//
+// Random index keys are what a write costs: inserting each into pebble's
+// memtable skiplist is a cache-missing search. So a write (Mark, Claim,
+// ClaimBatch, ApplyMarks) commits only its expiry-log entry, durable per
+// Options.Sync, and stages its IDs in memory; an indexing round later writes
+// the index keys of a whole generation of staged marks (about 128K IDs) as
+// one sorted batch, which pebble commits as a flushable batch without
+// skiplist inserts. The round also records the last log sequence number it
+// covers, and Open indexes the log entries after it, so a crash loses no
+// mark the log kept. Forget and Close run a round first. Staged marks take
+// at most about 20 MiB (for 16-byte IDs): writers wait while a round is
+// behind by two generations.
+//
+// A lookup asks, in order: an in-memory blocked bloom filter of the marks
+// in the window (one per eighth of the window, built from the expiry log in
+// the background after Open), which rules out almost every new ID without
+// reading pebble; the staged marks; and pebble. The filter takes 2 to 4
+// bytes per ID in the window, and at least 256 KiB per epoch in use;
+// Options.DisableFilter turns it off.
 //
 // Expiry runs in the background when a write notices that a bucket boundary
 // has passed (so an injected fake clock drives it deterministically), or on
 // ExpireNow. It reads the expiry log of the expired buckets only, which is
 // ordered by bucket and so one contiguous range, issues a blind point delete
 // for each index key named there, and drops the log range with one
-// DeleteRange. A newer mark of the same ID has a different index key and is
-// untouched, so expiry needs no read-modify-write and takes no lock that
-// lookups or claims wait on.
+// DeleteRange, and the filters of wholly expired epochs. A newer mark of the
+// same ID has a different index key and is untouched, so expiry needs no
+// read-modify-write and takes no lock that lookups or claims wait on.
+// Indexing rounds skip staged marks below the expiry floor.
 //
 // The alternative, bucket-major keys bucket | id with one point lookup per
 // live bucket, makes expiry a pure DeleteRange but costs TTL/BucketWidth+1

@@ -22,8 +22,8 @@ type ExpireStats struct {
 // ExpireNow synchronously removes every bucket that lies entirely outside
 // the retention window. Expired IDs are already reported as unseen; this
 // reclaims their space. It is safe to call concurrently with all other
-// operations, which it never blocks for longer than a pending write takes to
-// commit.
+// operations, which it never blocks for longer than a pending write (or
+// indexing batch) takes to commit.
 func (s *Store) ExpireNow(ctx context.Context) (ExpireStats, error) {
 	if err := s.enter(); err != nil {
 		return ExpireStats{}, err
@@ -46,7 +46,7 @@ func (s *Store) maybeExpire(now time.Time) {
 }
 
 func (s *Store) expireLoop(ctx context.Context) {
-	defer close(s.bgDone)
+	defer s.bg.Done()
 	for {
 		select {
 		case <-ctx.Done():
@@ -80,6 +80,10 @@ func (s *Store) expire(ctx context.Context) (ExpireStats, error) {
 	cut = s.floor.Load()
 	s.gate.Unlock()
 	st := ExpireStats{Below: cut}
+	if s.filter != nil {
+		// Marks below the floor read as unseen already.
+		s.filter.dropBelow(cut)
+	}
 
 	lo, hi := []byte{tagLog}, logBound(cut)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})

@@ -58,8 +58,10 @@ func mustOpen(t testing.TB, dir string, o *Options) *Store {
 }
 
 // rawKeys returns all keys of the given tag; for checking physical state.
+// Staged marks are indexed first: their index keys are physically pending.
 func rawKeys(t testing.TB, s *Store, tag byte) [][]byte {
 	t.Helper()
+	require.NoError(t, s.indexRound())
 	it, err := s.db.NewIter(&pebble.IterOptions{
 		LowerBound: []byte{tag}, UpperBound: []byte{tag + 1},
 	})
@@ -75,6 +77,7 @@ func rawKeys(t testing.TB, s *Store, tag byte) [][]byte {
 // hasIndex reports whether any index key of id is physically present.
 func hasIndex(t testing.TB, s *Store, id []byte) bool {
 	t.Helper()
+	require.NoError(t, s.indexRound())
 	it, err := s.db.NewIter(nil)
 	require.NoError(t, err)
 	ok := it.SeekPrefixGE(appendIndexPrefix(nil, id))

@@ -54,11 +54,30 @@ func TestStoreMatchesModel(t *testing.T) {
 	}
 }
 
-func runModel(t *testing.T, seed uint64, steps int) {
+// TestStoreMatchesModelSmallStage repeats the model test with tiny stage
+// generations and filters, so indexing rounds and filter rebuilds run in
+// the background throughout, and once without the filter.
+func TestStoreMatchesModelSmallStage(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			runModelWith(t, seed, 1500, func(o *Options) {
+				o.stageLimit, o.filterMinIDs = 1+int(seed), 4
+				o.DisableFilter = seed == 7
+			})
+		})
+	}
+}
+
+func runModel(t *testing.T, seed uint64, steps int) { runModelWith(t, seed, steps, nil) }
+
+func runModelWith(t *testing.T, seed uint64, steps int, tweak func(*Options)) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	fs, clock := vfs.NewMem(), newFakeClock()
 	o := testOptions(fs, clock)
 	o.DisableAutoExpiry = seed%2 == 0 // half the runs expire in the background too
+	if tweak != nil {
+		tweak(o)
+	}
 	s := mustOpen(t, "db", o)
 	defer func() { _ = s.Close() }()
 	m := &model{ttl: o.TTL, width: o.BucketWidth, last: map[string]time.Time{}}

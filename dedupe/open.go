@@ -19,12 +19,20 @@ import (
 // The format marker is written, synced, when a store is created and is
 // required on every later open. It distinguishes "new directory" from "a
 // store whose contents were lost", which must never be treated alike.
+//
+// Version 2 writes index keys in indexing rounds (see index.go). Version 1
+// wrote them with each mark; a version 1 store is upgraded on Open by
+// recording that its whole log is indexed. A version 1 binary refuses a
+// version 2 store, whose newest marks may exist only in the log.
 const (
 	formatMagic   = "onceflow-dedupe"
-	formatVersion = 1
+	formatVersion = 2
 )
 
-var formatValue = fmt.Appendf(nil, "%s/%d", formatMagic, formatVersion)
+var (
+	formatValue   = fmt.Appendf(nil, "%s/%d", formatMagic, formatVersion)
+	formatValueV1 = fmt.Appendf(nil, "%s/%d", formatMagic, 1)
+)
 
 // Open opens the store in dir, creating it if dir is missing or empty.
 // opts may be nil. An existing directory that holds pebble files but is not
@@ -55,7 +63,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("dedupe: open %q: %w", dir, err)
 	}
-	if err := checkFormat(db, dir, fresh, o.Logger); err != nil {
+	v1, err := checkFormat(db, dir, fresh, o.Logger)
+	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -67,7 +76,6 @@ func Open(dir string, opts *Options) (*Store, error) {
 		win:      window{ttl: o.TTL, width: o.BucketWidth},
 		seed:     maphash.MakeSeed(),
 		expireCh: make(chan struct{}, 1),
-		bgDone:   make(chan struct{}),
 	}
 	run, err := nextRun(db)
 	if err != nil {
@@ -75,15 +83,38 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, readErr(dir, err)
 	}
 	s.seq.Store(run << seqRunShift)
+	if v1 {
+		if err := upgradeV1(db, run); err != nil {
+			_ = db.Close()
+			return nil, readErr(dir, err)
+		}
+	}
 	s.wo = pebble.NoSync
 	if o.Sync {
 		s.wo = pebble.Sync
 	}
 	s.once.init()
+	s.stage = newStage(o.stageLimit)
+	if !o.DisableFilter {
+		s.filter = newFilterSet(s.win, o.filterMinIDs)
+		if err := s.initFilter(); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
+	if err := s.recoverIndex(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
-	if o.DisableAutoExpiry {
-		close(s.bgDone)
-	} else {
+	s.bg.Add(1)
+	go s.indexLoop(s.bgCtx)
+	if s.filter != nil {
+		s.bg.Add(1)
+		go s.filterLoop(s.bgCtx)
+	}
+	if !o.DisableAutoExpiry {
+		s.bg.Add(1)
 		go s.expireLoop(s.bgCtx)
 		s.expireCh <- struct{}{} // catch up on buckets that expired while closed
 	}
@@ -118,20 +149,22 @@ func isEnvError(err error) bool {
 }
 
 // checkFormat verifies the marker of an existing store or writes the marker
-// of a new one.
-func checkFormat(db *pebble.DB, dir string, fresh bool, log *slog.Logger) error {
+// of a new one. It reports whether the store has format version 1.
+func checkFormat(db *pebble.DB, dir string, fresh bool, log *slog.Logger) (v1 bool, err error) {
 	v, closer, err := db.Get(formatKey)
 	switch {
 	case err == nil:
-		ok := string(v) == string(formatValue)
 		found := string(v)
 		_ = closer.Close()
-		if !ok {
-			return &FormatError{Dir: dir, Found: found, Version: formatVersion}
+		switch found {
+		case string(formatValue):
+			return false, nil
+		case string(formatValueV1):
+			return true, nil
 		}
-		return nil
+		return false, &FormatError{Dir: dir, Found: found, Version: formatVersion}
 	case !errors.Is(err, pebble.ErrNotFound):
-		return readErr(dir, err)
+		return false, readErr(dir, err)
 	}
 	if !fresh {
 		// A database without a marker is either not ours or lost keys. The
@@ -140,17 +173,27 @@ func checkFormat(db *pebble.DB, dir string, fresh bool, log *slog.Logger) error 
 		// lost by finishing it.
 		empty, err := isEmpty(db)
 		if err != nil {
-			return readErr(dir, err)
+			return false, readErr(dir, err)
 		}
 		if !empty {
-			return &CorruptError{Dir: dir, Reason: "format marker missing"}
+			return false, &CorruptError{Dir: dir, Reason: "format marker missing"}
 		}
 		log.Warn("dedupe: finishing interrupted store creation", "dir", dir)
 	}
 	if err := db.Set(formatKey, formatValue, pebble.Sync); err != nil {
-		return fmt.Errorf("dedupe: write format marker: %w", err)
+		return false, fmt.Errorf("dedupe: write format marker: %w", err)
 	}
-	return nil
+	return false, nil
+}
+
+// upgradeV1 records that every log entry of a version 1 store, all written
+// before this run, is indexed, and marks the store as version 2.
+func upgradeV1(db *pebble.DB, run uint64) error {
+	b := db.NewBatch()
+	defer b.Close()
+	_ = b.Set(indexedKey, binary.BigEndian.AppendUint64(nil, run<<seqRunShift), nil)
+	_ = b.Set(formatKey, formatValue, nil)
+	return b.Commit(pebble.Sync)
 }
 
 // nextRun bumps and returns the persisted run counter that keeps

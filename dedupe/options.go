@@ -80,14 +80,29 @@ type Options struct {
 
 	// MemTableSize is the pebble memtable size in bytes. Larger memtables
 	// absorb more writes before flushing; smaller ones keep the in-memory
-	// skiplist cache-friendly. Default DefaultMemTableSize (16 MiB).
+	// skiplist cache-friendly. Index batches of more than half of it are
+	// committed without skiplist inserts, which the default indexing round
+	// size assumes. Default DefaultMemTableSize (16 MiB).
 	MemTableSize uint64
+
+	// DisableFilter turns off the in-memory filter that answers most
+	// lookups of unmarked IDs without reading pebble. The filter takes 2 to
+	// 4 bytes per ID inside the retention window (plus up to one eighth of
+	// the window that has just expired); it is built from the expiry log in
+	// the background after Open, and lookups read pebble until it is ready.
+	// Without it, a Claim of a new ID costs a pebble seek.
+	DisableFilter bool
 
 	// DisableAutoExpiry turns off the background expiry run that starts when
 	// a write notices that a bucket boundary has passed. ExpireNow still
 	// works. Expired IDs are reported as unseen either way; expiry only
 	// reclaims space.
 	DisableAutoExpiry bool
+
+	// stageLimit and filterMinIDs override the generation size of staged
+	// marks and the smallest filter; tests lower them to exercise indexing
+	// rounds and filter rebuilds.
+	stageLimit, filterMinIDs int
 }
 
 // EnsureDefaults fills in zero fields with their defaults and returns o.
@@ -115,6 +130,12 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.stageLimit <= 0 {
+		o.stageLimit = stageLimit
+	}
+	if o.filterMinIDs <= 0 {
+		o.filterMinIDs = filterMinIDs
 	}
 	return o
 }

@@ -1,11 +1,10 @@
 package dedupe
 
 import (
-	"bytes"
 	"context"
+	"encoding/binary"
 	"hash/maphash"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,13 +36,18 @@ type Store struct {
 	closed  bool
 
 	// gate is held shared by writers from choosing a bucket until their
-	// batch commits, and exclusively (briefly) by expiry to raise floor, so
-	// no write can land in a bucket expiry has already swept.
+	// batch commits and is staged, and exclusively (briefly) by expiry to
+	// raise floor, so no write can land in a bucket expiry has already
+	// swept, and by indexing rounds to seal a generation.
 	gate  sync.RWMutex
 	floor atomic.Uint64 // lowest bucket a write may use
 	seq   atomic.Uint64 // last expiry-log sequence number
 
 	seed    maphash.Seed
+	filter  *filterSet // nil with Options.DisableFilter
+	stage   *stage     // marks whose index keys are not written yet
+	idxMu   sync.Mutex // serialises indexing rounds
+	sealedW uint64     // watermark of the sealed generation, under idxMu
 	stripes [numStripes]sync.Mutex
 	once    keyedLocks
 
@@ -51,7 +55,7 @@ type Store struct {
 	expireCh chan struct{}
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
-	bgDone   chan struct{}
+	bg       sync.WaitGroup // background expiry, indexing and filter builds
 }
 
 // enter starts an operation; the caller must call s.closeMu.RUnlock.
@@ -64,17 +68,21 @@ func (s *Store) enter() error {
 	return nil
 }
 
-// Close stops background expiry, waits for in-flight calls and closes the
-// database. Later calls return ErrClosed.
+// Close stops background work, waits for in-flight calls, indexes staged
+// marks and closes the database. Later calls return ErrClosed.
 func (s *Store) Close() error {
 	s.bgCancel()
-	<-s.bgDone
+	s.bg.Wait()
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
 	s.closed = true
+	if err := s.indexRound(); err != nil {
+		// The marks are in the log; the next Open indexes them.
+		s.log.Warn("dedupe: indexing staged marks at close failed", "dir", s.dir, "err", err)
+	}
 	if err := s.db.Close(); err != nil {
 		return readErr(s.dir, err)
 	}
@@ -109,16 +117,35 @@ func (s *Store) Seen(id []byte) (bool, error) {
 		return false, err
 	}
 	defer s.closeMu.RUnlock()
+	minLive := s.win.minLive(s.opts.Clock.Now())
+	return s.seen(id, s.hash(id), minLive)
+}
+
+// seen looks id up in the filter, the stage and pebble, in that order. The
+// stage is read before pebble's iterator is opened (see stage.gens).
+func (s *Store) seen(id []byte, h, minLive uint64) (bool, error) {
+	if !s.mayContain(h, minLive) {
+		return false, nil
+	}
+	if s.stage.gens().contains(id, h, minLive) {
+		return true, nil
+	}
 	it, err := s.db.NewIter(&lookupOpts)
 	if err != nil {
 		return false, readErr(s.dir, err)
 	}
-	seen, err := s.seenIn(it, appendIndexPrefix(make([]byte, 0, 16+len(id)), id),
-		s.win.minLive(s.opts.Clock.Now()))
+	var buf [64]byte
+	seen, err := s.seenIn(it, appendIndexPrefix(buf[:0], id), minLive)
 	if cerr := it.Close(); err == nil && cerr != nil {
 		err = readErr(s.dir, cerr)
 	}
 	return seen, err
+}
+
+// mayContain consults the filter: false means h is certainly not marked in
+// a bucket >= minLive; true means the stage and pebble must be asked.
+func (s *Store) mayContain(h, minLive uint64) bool {
+	return s.filter == nil || s.filter.mayContain(h, minLive)
 }
 
 // SeenBatch reports for each ID whether it was marked within the retention
@@ -131,27 +158,15 @@ func (s *Store) SeenBatch(ids [][]byte) ([]bool, error) {
 		return nil, err
 	}
 	defer s.closeMu.RUnlock()
-	q := sortedPrefixes(ids)
+	q := s.newIDBatch(ids)
 	out := make([]bool, len(ids))
-	it, err := s.db.NewIter(&lookupOpts)
-	if err != nil {
-		return nil, readErr(s.dir, err)
-	}
-	minLive := s.win.minLive(s.opts.Clock.Now())
-	for j, i := range q.order {
-		if j > 0 && q.dup(j) {
-			out[i] = out[q.order[j-1]]
-			continue
-		}
-		if out[i], err = s.seenIn(it, q.prefix(i), minLive); err != nil {
-			break
-		}
-	}
-	if cerr := it.Close(); err == nil && cerr != nil {
-		err = readErr(s.dir, cerr)
-	}
-	if err != nil {
+	if err := s.lookupAll(q, s.win.minLive(s.opts.Clock.Now()), out); err != nil {
 		return nil, err
+	}
+	if q.first != nil {
+		for i, f := range q.first {
+			out[i] = out[f]
+		}
 	}
 	return out, nil
 }
@@ -206,43 +221,49 @@ func (s *Store) apply(ids [][]byte, at time.Time, explicit bool) error {
 	if explicit && b < s.win.minLive(now) {
 		return nil
 	}
-	q := sortedPrefixes(ids)
+	q := s.newIDBatch(ids)
+	return s.writeMarks(q, q.uniq, b, now)
+}
+
+// writeMarks marks the distinct IDs q.ids[list[...]] in bucket b or, if
+// expiry has moved past it, the floor. It commits one expiry-log entry
+// listing them and stages them for indexing; the filter learns them before
+// the commit, the stage right after it, both before the caller returns or
+// unlocks its stripes.
+func (s *Store) writeMarks(q *idBatch, list []int, b uint64, now time.Time) error {
+	s.stage.waitRoom()
 	s.gate.RLock()
 	defer s.gate.RUnlock()
 	b = max(b, s.floor.Load())
-	batch := s.db.NewBatch()
-	defer batch.Close()
-	s.addMarks(batch, ids, q.order, b)
-	return s.commit(batch, now)
-}
-
-// addMarks adds the index keys marking ids[order[...]] in bucket b,
-// skipping adjacent duplicates, in key order so memtable inserts stay
-// local, and one expiry-log entry listing them.
-func (s *Store) addMarks(batch *pebble.Batch, ids [][]byte, order []int, b uint64) {
-	var key, val []byte // pebble copies keys and values into the batch
-	var prev []byte
-	for _, i := range order {
-		if prev != nil && bytes.Equal(prev, ids[i]) {
-			continue
-		}
-		prev = ids[i]
-		key = appendIndexKey(key[:0], ids[i], b)
-		_ = batch.Set(key, nil, nil)
-		val = appendLogID(val, ids[i])
+	vlen := 0
+	for _, i := range list {
+		vlen += uvarintLen(len(q.ids[i])) + len(q.ids[i])
 	}
-	_ = batch.Set(appendLogKey(key[:0], b, s.seq.Add(1)), val, nil)
-}
-
-func (s *Store) commit(batch *pebble.Batch, now time.Time) error {
-	if batch.Empty() {
-		return nil
+	batch := s.db.NewBatchWithSize(vlen + 64)
+	defer batch.Close()
+	// Encode the log entry in place in the batch.
+	var key [1 + 2*suffixLen]byte
+	op := batch.SetDeferred(len(key), vlen)
+	copy(op.Key, appendLogKey(key[:0], b, s.seq.Add(1)))
+	val := op.Value[:0]
+	for _, i := range list {
+		val = appendLogID(val, q.ids[i])
+	}
+	_ = op.Finish()
+	if s.filter != nil {
+		s.filter.add(q.hash, list, b)
 	}
 	if err := batch.Commit(s.wo); err != nil {
 		return readErr(s.dir, err)
 	}
+	s.stage.add(q, list, b)
 	s.maybeExpire(now)
 	return nil
+}
+
+func uvarintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(n))
 }
 
 // Forget removes ids from the store, in one batch.
@@ -254,6 +275,11 @@ func (s *Store) Forget(ids ...[]byte) error {
 		return err
 	}
 	defer s.closeMu.RUnlock()
+	// Index staged marks first: a staged mark of a forgotten ID must not be
+	// indexed (or re-indexed from the log after a crash) later.
+	if err := s.indexRound(); err != nil {
+		return err
+	}
 	it, err := s.db.NewIter(nil)
 	if err != nil {
 		return readErr(s.dir, err)
@@ -283,42 +309,4 @@ func (s *Store) Forget(ids ...[]byte) error {
 		return readErr(s.dir, err)
 	}
 	return nil
-}
-
-// prefixes holds the index prefixes of a batch of IDs in one buffer, with
-// the IDs' positions sorted by prefix. Sorted order makes batch lookups
-// walk the LSM forward and lets the memtable reuse insertion splices.
-type prefixes struct {
-	buf   []byte
-	off   []int // off[i]:off[i+1] is the prefix of ids[i]
-	order []int
-}
-
-func sortedPrefixes(ids [][]byte) *prefixes {
-	n := 0
-	for _, id := range ids {
-		n += len(id) + 3
-	}
-	q := &prefixes{
-		buf:   make([]byte, 0, n),
-		off:   make([]int, len(ids)+1),
-		order: make([]int, len(ids)),
-	}
-	for i, id := range ids {
-		q.buf = appendIndexPrefix(q.buf, id)
-		q.off[i+1] = len(q.buf)
-		q.order[i] = i
-	}
-	// Stable, so the first occurrence of a duplicate keeps the lowest index.
-	slices.SortStableFunc(q.order, func(a, b int) int {
-		return bytes.Compare(q.prefix(a), q.prefix(b))
-	})
-	return q
-}
-
-func (q *prefixes) prefix(i int) []byte { return q.buf[q.off[i]:q.off[i+1]:q.off[i+1]] }
-
-// dup reports whether the j-th ID in sorted order equals the previous one.
-func (q *prefixes) dup(j int) bool {
-	return bytes.Equal(q.prefix(q.order[j]), q.prefix(q.order[j-1]))
 }
