@@ -169,7 +169,9 @@ func (ps *partState) applied(ws []stateWrite) {
 // ensureChangelogs creates missing changelog topics, compacted, with as
 // many partitions as their input topics.
 func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, cfg.kgoOpts...)...)
+	// A short metadata min age: the client must not answer the check for a
+	// topic it just created from its cache.
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...), kgo.MetadataMinAge(10 * time.Millisecond)}, cfg.kgoOpts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +181,9 @@ func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, er
 	for _, in := range cfg.inputs {
 		want = append(want, changelogTopic(cfg.group, in))
 	}
-	td, err := adm.ListTopics(ctx, append(want, cfg.inputs...)...)
+	// Listing all topics, not named ones: naming a missing topic makes the
+	// client retry it for seconds.
+	td, err := adm.ListTopics(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("processor: describing topics for the state changelog: %w", err)
 	}
@@ -205,21 +209,27 @@ func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, er
 		}
 	}
 	// New topics take a moment to show up in metadata.
+	ids := make(map[string][16]byte, len(want))
 	for try := 0; ; try++ {
-		if td, err = adm.ListTopics(ctx, want...); err == nil {
+		if td, err = adm.ListTopics(ctx); err == nil {
 			err = td.Error()
 		}
-		if err == nil || try == 50 || ctx.Err() != nil {
+		if err == nil {
+			for _, name := range want {
+				if t, ok := td[name]; !ok || t.ID == [16]byte{} {
+					err = fmt.Errorf("changelog %s not in metadata yet", name)
+					break
+				}
+				ids[name] = td[name].ID
+			}
+		}
+		if err == nil || try == 100 || ctx.Err() != nil {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("processor: describing changelog topics: %w", err)
-	}
-	ids := make(map[string][16]byte, len(want))
-	for _, name := range want {
-		ids[name] = td[name].ID
 	}
 	return ids, nil
 }
