@@ -42,6 +42,19 @@
 //	crash    3 subprocess workers, input produced at 5,000 records/s, one
 //	         worker SIGKILLed and restarted under its instance ID every 3s;
 //	         onceflow must stay exactly-once, alo-raw shows its duplicates
+//	stateful 200,000 records, 1,000 sessions, onceflow-session with
+//	         -stateful and 5% transient faults (1ms retry backoff)
+//
+// -stateful gives onceflow modes a state store (processor.WithStateStore,
+// a temporary directory per instance; with -workers one per instance ID,
+// kept across restarts so that a restarted worker restores the changelog's
+// tail) and a handler that keeps a per-session counter in it: a record
+// whose counter is not its position in its session is dead-lettered as
+// "state out of step". After the run the changelog is read back
+// read_committed and every session's final count checked against its
+// number of inputs; a wrong count (state_violations in -json) or such a
+// dead letter fails the run. alo-raw and franz-gts have no state and
+// ignore the flag.
 //
 // A run fails early when no further input is accounted for during -stall
 // (30s). -commit-metadata-bytes raises onceflow's bound on commit

@@ -1,10 +1,12 @@
 package bench
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/internal/verify"
@@ -108,4 +110,30 @@ func TestJudge(t *testing.T) {
 	r = Result{Mode: ModeGTS}
 	r.judge(verify.Report{Inputs: 10, Outputs: 10}, "timed out")
 	require.Equal(t, VerdictFail, r.Verdict)
+}
+
+func TestStateViolations(t *testing.T) {
+	count := func(s, n int) *kgo.Record {
+		return &kgo.Record{Key: append(SessionKey(s), countSuffix...), Value: binary.BigEndian.AppendUint64(nil, uint64(n))}
+	}
+	// 10 inputs over 3 sessions: sessions 0, 1, 2 hold 4, 3 and 3.
+	good := []*kgo.Record{count(0, 1), count(1, 3), count(0, 4), count(2, 3)}
+	require.Zero(t, stateViolations(good, 10, 3))
+	require.Equal(t, 1, stateViolations(append(good, count(1, 4)), 10, 3), "a doubled write")
+	require.Equal(t, 1, stateViolations(good[1:3], 10, 3), "a session missing")
+	require.Equal(t, 1, stateViolations(append(good, &kgo.Record{Key: good[3].Key}), 10, 3), "deleted")
+	require.Equal(t, 1, stateViolations(append(good, count(7, 1)), 10, 3), "a stray key")
+	require.Zero(t, stateViolations([]*kgo.Record{count(0, 1)}, 1, 3), "sessions without input have no count")
+
+	r := Result{Mode: ModeSession, Stateful: true, StateViolations: 1}
+	r.judge(verify.Report{Inputs: 10, Outputs: 10}, "")
+	require.True(t, r.ExactlyOnce)
+	require.Equal(t, VerdictFail, r.Verdict)
+	r = Result{Mode: ModeSession, Stateful: true, stateDLQ: 1}
+	r.judge(verify.Report{Inputs: 10, Outputs: 9, DLQ: 1}, "")
+	require.Equal(t, VerdictFail, r.Verdict)
+	r = Result{Mode: ModeSession, Stateful: true}
+	r.judge(verify.Report{Inputs: 10, Outputs: 10}, "")
+	require.Equal(t, VerdictPass, r.Verdict)
+	require.True(t, stateDeadLetter(&kgo.Record{Headers: []kgo.RecordHeader{{Key: processor.HeaderError, Value: []byte("state out of step: session s1 count 2, record seq 3")}}}))
 }

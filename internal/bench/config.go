@@ -31,6 +31,12 @@ type Config struct {
 	// broker's offset.metadata.max.bytes (0: the processor's default,
 	// 4096, the broker default). kfake enforces no limit.
 	MetadataBytes int
+	// Stateful gives onceflow modes a state store (processor.WithStateStore)
+	// and a handler that keeps a per-session counter in it, checked
+	// against each record's position in its session; after the run the
+	// changelog is read back and every session's final count verified.
+	// The franz-go baselines have no state: they ignore it.
+	Stateful bool
 
 	// Rate, when positive, paces the producer at Rate records/s during
 	// each mode's run (each mode gets the same records in a fresh input

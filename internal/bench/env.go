@@ -78,6 +78,13 @@ func (e *Env) Topic(ctx context.Context, suffix string, partitions int) (string,
 	return name, nil
 }
 
+// track has Close delete a topic created by someone else (a changelog).
+func (e *Env) track(topic string) {
+	e.mu.Lock()
+	e.topics = append(e.topics, topic)
+	e.mu.Unlock()
+}
+
 // Group returns a uniquely named consumer group, deleted by Close.
 func (e *Env) Group(suffix string) string {
 	name := e.Name(suffix)

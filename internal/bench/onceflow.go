@@ -2,7 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,13 +22,18 @@ type onceflowPipeline struct {
 }
 
 func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) {
-	handler := func(_ context.Context, rec *kgo.Record, out processor.Emitter) error {
+	handler := func(ctx context.Context, rec *kgo.Record, out processor.Emitter) error {
 		pl, err := verify.Decode(rec.Value)
 		if err != nil {
 			return processor.Permanent(err)
 		}
 		if err := w.do(pl.ID); err != nil {
 			return err
+		}
+		if job.Stateful {
+			if err := countInState(ctx, rec, pl.Seq); err != nil {
+				return err
+			}
 		}
 		out.Emit(&kgo.Record{Value: rec.Value}) // key: the input's
 		return nil
@@ -54,6 +63,15 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 	if job.IdleSession > 0 {
 		opts = append(opts, processor.WithIdleSessionTimeout(job.IdleSession))
 	}
+	if job.Stateful {
+		if job.StateDir == "" {
+			return nil, errors.New("bench: a stateful job needs a state directory")
+		}
+		if err := os.MkdirAll(job.StateDir, 0o755); err != nil {
+			return nil, err
+		}
+		opts = append(opts, processor.WithStateStore(job.StateDir, nil))
+	}
 	p, err := processor.New(opts...)
 	if err != nil {
 		return nil, err
@@ -66,4 +84,39 @@ func (o *onceflowPipeline) run(ctx context.Context) error { return o.p.Run(ctx) 
 func (o *onceflowPipeline) counters() Counters {
 	s := o.p.Stats()
 	return o.w.count(Counters{Commits: s.Commits, Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds})
+}
+
+// stateOutOfStep starts the error of a record whose session counter is not
+// its position in the session: the state lost, doubled or kept an aborted
+// write. Such records are dead-lettered, and the verdict looks for it.
+const stateOutOfStep = "state out of step"
+
+// countSuffix makes a session's counter key: the record key + "/count".
+const countSuffix = "/count"
+
+// countInState is the stateful handler's work, as processor's state tests
+// do it: the session's counter (8 bytes, big-endian) must equal the
+// record's Seq, and is then incremented.
+func countInState(ctx context.Context, rec *kgo.Record, seq uint64) error {
+	st := processor.StateFrom(ctx)
+	if st == nil {
+		return processor.Permanent(errors.New("bench: stateful handler without a state store"))
+	}
+	key := append(append([]byte{}, rec.Key...), countSuffix...)
+	v, ok, err := st.Get(key)
+	if err != nil {
+		return err
+	}
+	var n uint64
+	if ok {
+		if len(v) != 8 {
+			return processor.Permanent(fmt.Errorf("%s: session %s counter is %d bytes", stateOutOfStep, rec.Key, len(v)))
+		}
+		n = binary.BigEndian.Uint64(v)
+	}
+	if n != seq {
+		return processor.Permanent(fmt.Errorf("%s: session %s count %d, record seq %d", stateOutOfStep, rec.Key, n, seq))
+	}
+	st.Set(key, binary.BigEndian.AppendUint64(nil, n+1))
+	return nil
 }

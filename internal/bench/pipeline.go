@@ -27,6 +27,10 @@ type Job struct {
 	CommitInterval time.Duration `json:"commit_interval"`
 	IdleSession    time.Duration `json:"idle_session,omitempty"`
 	MetadataBytes  int           `json:"metadata_bytes,omitempty"`
+	// Stateful gives onceflow modes a state store in StateDir and a
+	// handler that keeps a per-session counter in it (see stateHandler).
+	Stateful bool   `json:"stateful,omitempty"`
+	StateDir string `json:"state_dir,omitempty"`
 	// SessionTimeout is the group session timeout: short for workers that
 	// get killed, so a lost member is noticed soon even if it is not
 	// restarted.

@@ -64,6 +64,12 @@ func notes(pr *message.Printer, w io.Writer, r Result) {
 	if r.Capped {
 		pr.Fprintf(w, "%s: run on the first %d inputs only (-baseline-messages)\n", who, r.Messages)
 	}
+	if r.Stateful {
+		pr.Fprintf(w, "%s: stateful: per-session counters in the state store, %d of %d sessions wrong in the changelog (state_violations)\n", who, r.StateViolations, r.Sessions)
+	}
+	if r.statefulIgnored {
+		pr.Fprintf(w, "%s: -stateful ignored: this mode has no state store\n", who)
+	}
 	if r.Workers > 0 {
 		pr.Fprintf(w, "%s: %d workers, %d killed with SIGKILL and restarted, %d unexpected exits\n", who, r.Workers, r.Kills, r.Crashes)
 	}

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"fmt"
+
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/onceflow/onceflow/internal/verify"
@@ -42,7 +44,15 @@ type Result struct {
 	*Peaks
 	Anchor *Anchor `json:"anchor,omitempty"`
 
-	hist *hdrhistogram.Histogram
+	// Stateful: the handler kept a per-session counter in the state store
+	// (-stateful). StateViolations counts the sessions whose final count,
+	// read back from the changelog, is not their number of inputs.
+	Stateful        bool `json:"stateful"`
+	StateViolations int  `json:"state_violations"`
+
+	hist            *hdrhistogram.Histogram
+	stateDLQ        int  // dead letters of records that found their state out of step
+	statefulIgnored bool // -stateful asked of a mode without state
 }
 
 // Verdicts.
@@ -70,6 +80,9 @@ func (r *Result) judge(rep verify.Report, failure string) {
 		r.Verdict = VerdictFail
 	case r.Mode.ExactlyOnce() && !r.ExactlyOnce:
 		r.Verdict, r.Failure = VerdictFail, "not exactly once: "+rep.String()
+	case r.Stateful && (r.StateViolations > 0 || r.stateDLQ > 0):
+		r.Verdict, r.Failure = VerdictFail, fmt.Sprintf("state not exactly once: %d sessions with a wrong final count, %d records dead-lettered with their state out of step",
+			r.StateViolations, r.stateDLQ)
 	case !r.Mode.ExactlyOnce() && (rep.Lost > 0 || rep.Malformed > 0):
 		r.Verdict, r.Failure = VerdictFail, "at-least-once broken: "+rep.String()
 	case r.Mode.ExactlyOnce():

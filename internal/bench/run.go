@@ -121,7 +121,10 @@ func (r *Runner) runMode(ctx context.Context, cfg Config, idx int, mode Mode, sh
 		res.Messages, res.Capped = n, true
 	}
 	base := fmt.Sprintf("%s-%d-%s", slug(cfg.Scenario), idx, mode)
+	res.Stateful = cfg.Stateful && !mode.baseline()
+	res.statefulIgnored = cfg.Stateful && mode.baseline()
 	t := &trial{r: r, cfg: cfg, res: &res, input: shared}
+	defer t.cleanup()
 	if err := t.setup(ctx, base); err != nil {
 		return res, err
 	}
@@ -130,9 +133,15 @@ func (r *Runner) runMode(ctx context.Context, cfg Config, idx int, mode Mode, sh
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	rep, err := verifyOutput(rctx, r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages)
+	rep, stateDLQ, err := verifyOutput(rctx, r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages)
 	if err != nil {
 		return res, err
+	}
+	if res.Stateful {
+		res.stateDLQ = stateDLQ
+		if res.StateViolations, err = verifyState(rctx, r.Env.Brokers, changelogTopic(t.job.Group, t.job.Input), res.Messages, cfg.Sessions); err != nil {
+			return res, err
+		}
 	}
 	res.judge(rep, t.failure)
 	r.Log.Info("run finished", "scenario", cfg.Scenario, "mode", mode, "verdict", res.Verdict, "report", rep.String())
@@ -140,12 +149,14 @@ func (r *Runner) runMode(ctx context.Context, cfg Config, idx int, mode Mode, sh
 }
 
 // verifyOutput reads the committed output back and checks it against
-// inputs 0..n-1.
-func verifyOutput(ctx context.Context, brokers []string, output, dlq string, n int) (verify.Report, error) {
+// inputs 0..n-1. It also counts the dead letters of records that found
+// their session's state out of step.
+func verifyOutput(ctx context.Context, brokers []string, output, dlq string, n int) (verify.Report, int, error) {
 	recs, err := readback.ReadCommitted(ctx, brokers, output, dlq)
 	if err != nil {
-		return verify.Report{}, fmt.Errorf("reading the output back: %w", err)
+		return verify.Report{}, 0, fmt.Errorf("reading the output back: %w", err)
 	}
+	stateDLQ := 0
 	ch := verify.NewChecker(n)
 	for _, rec := range recs {
 		p, err := verify.Decode(rec.Value)
@@ -153,10 +164,13 @@ func verifyOutput(ctx context.Context, brokers []string, output, dlq string, n i
 		case err != nil:
 			ch.Malformed()
 		case rec.Topic == dlq:
+			if stateDeadLetter(rec) {
+				stateDLQ++
+			}
 			ch.DeadLetter(verify.Observed{Session: string(rec.Key), Payload: p})
 		default:
 			ch.Output(verify.Observed{Session: string(rec.Key), Payload: p})
 		}
 	}
-	return ch.Report(), nil
+	return ch.Report(), stateDLQ, nil
 }

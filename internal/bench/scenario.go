@@ -30,7 +30,7 @@ const pcSource = "Confluent Parallel Consumer"
 
 // ScenarioNames lists the presets.
 func ScenarioNames() []string {
-	return []string{"default", "chat", "load", "pc", "io", "churn", "crash"}
+	return []string{"default", "chat", "load", "pc", "io", "churn", "crash", "stateful"}
 }
 
 // Scenario returns the phases of a named preset, built on Default.
@@ -69,6 +69,12 @@ func Scenario(name string) ([]Config, error) {
 		c.Scenario, c.Messages, c.Rate = "crash", 100_000, 5000
 		c.Modes = []Mode{ModeSession, ModeALO}
 		c.Workers, c.KillEvery = 3, 3*time.Second
+		return []Config{c}, nil
+	case "stateful":
+		c.Scenario, c.Messages, c.Sessions, c.Partitions = "stateful", 200_000, 1000, 6
+		c.Modes = []Mode{ModeSession}
+		c.FaultRate, c.RetryInitial = 0.05, time.Millisecond
+		c.Stateful = true
 		return []Config{c}, nil
 	}
 	return nil, fmt.Errorf("unknown scenario %q (want one of %v)", name, ScenarioNames())

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/text/language"
@@ -16,6 +18,10 @@ type trial struct {
 	res   *Result
 	input string // backlog topic; "" means produce live
 	job   Job
+
+	// stateDir holds the run's state stores (stateful onceflow modes
+	// only): one directory per instance ID under it, removed by cleanup.
+	stateDir string
 
 	failure string // why the run failed before verification, if it did
 	pr      *message.Printer
@@ -57,7 +63,25 @@ func (t *trial) setup(ctx context.Context, base string) error {
 	if cfg.Workers > 0 {
 		t.job.SessionTimeout = workerSessionTimeout
 	}
+	if cfg.Stateful && !t.res.Mode.baseline() {
+		if t.stateDir, err = os.MkdirTemp("", "eosbench-state-"); err != nil {
+			return err
+		}
+		// Workers get a subdirectory per instance ID (see workerSet.start),
+		// kept across restarts of that instance.
+		t.job.Stateful, t.job.StateDir = true, filepath.Join(t.stateDir, t.job.InstanceID)
+		env.track(changelogTopic(t.job.Group, t.job.Input))
+	}
 	return nil
+}
+
+// cleanup removes the run's state directories.
+func (t *trial) cleanup() {
+	if t.stateDir != "" {
+		if err := os.RemoveAll(t.stateDir); err != nil {
+			t.r.Log.Warn("removing the state directory", "dir", t.stateDir, "err", err)
+		}
+	}
 }
 
 // run runs the pipeline until every awaited input is accounted for, the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -93,6 +94,11 @@ func (ws *workerSet) start(i int) error {
 	}
 	job := ws.job
 	job.InstanceID = fmt.Sprintf("w%d", i)
+	if job.Stateful {
+		// One store per instance ID: a restarted instance finds its
+		// predecessor's and restores only the changelog's tail.
+		job.StateDir = filepath.Join(filepath.Dir(ws.job.StateDir), job.InstanceID)
+	}
 	arg, err := json.Marshal(job)
 	if err != nil {
 		return err
