@@ -96,7 +96,12 @@ func (l *lifetime) commit(ctx context.Context) error {
 	}
 	start := time.Now()
 	spanCtx, span := l.startCommit(ctx)
-	committed, err := l.s.Commit(spanCtx, rewrite)
+	// Bounded: after this member was expelled (a stall past the session
+	// timeout), End waits for a heartbeat that the blocked group loop never
+	// serves. A timeout is an unknown outcome: rebuild and re-read.
+	cctx, cancel := context.WithTimeout(spanCtx, l.cfg.txnTimeout)
+	committed, err := l.s.Commit(cctx, rewrite)
+	cancel()
 	l.p.metrics.observeCommit(time.Since(start))
 	endCommit(span, committed, err)
 	if err != nil {

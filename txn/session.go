@@ -50,6 +50,9 @@ func NewSession(cfg Config) (*Session, error) {
 		kgo.TransactionalID(ID(cfg.Group, cfg.InstanceID)),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.SessionTimeout(cfg.SessionTimeout),
+		// The Java default is 3s against a 45s session; keep the same
+		// ratio for short sessions, or members expire between heartbeats.
+		kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/3)),
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DisableAutoCommit(),
