@@ -1,0 +1,103 @@
+package integration
+
+import (
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+)
+
+// Every test below runs the same pipeline: inputs are fed continuously
+// (200 sessions over 6 partitions) to worker processes that copy them to
+// the output; faults are injected for faultTime; then feeding stops, the
+// test waits until every input is accounted for, SIGTERMs the workers and
+// checks the output read back read_committed: every input exactly once (or
+// in the dead-letter topic), each session in order. finish fails the test
+// with the evidence when a guarantee breaks.
+
+// faultTime is how long each test injects faults (the soak runs longer).
+const faultTime = 9 * time.Second
+
+// warmUp lets the group form and output flow before the first fault.
+const warmUp = 1500 * time.Millisecond
+
+// TestKillRestart: SIGKILL a random worker every 1–2.5 s, restarted with
+// the same instance ID (70%) or a new one.
+func TestKillRestart(t *testing.T) {
+	e := newEnv(t, defaultConfig())
+	e.sleep(warmUp)
+	e.faults(faultTime, time.Second, 2500*time.Millisecond, func() { e.killStep(0.7) })
+	o := e.finish()
+	if o.counts.Kills == 0 {
+		t.Error("no worker was killed")
+	}
+}
+
+// TestZombie: SIGSTOP a worker past the session timeout (3 s) but within
+// the transaction timeout (6 s), then SIGCONT it; in one stop out of three
+// a new process takes the stopped worker's instance ID, and the zombie
+// must exit with ErrFenced when it wakes.
+func TestZombie(t *testing.T) {
+	cfg := defaultConfig()
+	e := newEnv(t, cfg)
+	e.sleep(warmUp)
+	stopFor := cfg.worker.sessionTimeout + 1500*time.Millisecond
+	i := 0
+	e.faults(faultTime, 1500*time.Millisecond, 2500*time.Millisecond, func() {
+		if e.zombieStep(stopFor, i%3 == 1) {
+			i++
+		}
+	})
+	e.waitFaults() // the last zombie wakes before feeding stops
+	o := e.finish()
+	if o.counts.Stops == 0 {
+		t.Error("no worker was stopped")
+	}
+}
+
+// TestRebalanceStorm: every 1–2 s an instance joins or one leaves
+// (SIGTERM: it must drain, commit and exit 0), between 2 and 5 workers.
+func TestRebalanceStorm(t *testing.T) {
+	e := newEnv(t, defaultConfig())
+	e.sleep(warmUp)
+	e.faults(faultTime, time.Second, 2*time.Second, func() { e.stormStep(2, 5) })
+	o := e.finish()
+	if o.counts.Terms == 0 {
+		t.Error("no worker left")
+	}
+}
+
+// TestPoisonUnderKills: every 7th input fails permanently and must be in the
+// dead-letter topic exactly once, never in the output, while workers are
+// SIGKILLed: inputs = outputs + dead letters, exactly.
+func TestPoisonUnderKills(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.worker.poisonEvery = 7
+	e := newEnv(t, cfg)
+	e.sleep(warmUp)
+	e.faults(faultTime, time.Second, 2500*time.Millisecond, func() { e.killStep(0.7) })
+	o := e.finish()
+	if o.report.DLQ == 0 {
+		t.Error("no dead letters")
+	}
+}
+
+// TestBrokerRestart (real broker only): SIGKILL the broker mid-run and
+// restart it on the same data dir while input keeps coming; the workers
+// ride it out. It restarts the shared broker, so it runs last.
+func TestBrokerRestart(t *testing.T) {
+	if !kafkatest.Real() || brokerScript() == "" {
+		t.Skipf("needs a real broker and its control script: run in the real-broker pass of `make test` "+
+			"(KAFKA_BROKERS and %s=integration/kafka/broker.sh)", EnvBrokerScript)
+	}
+	cfg := defaultConfig()
+	cfg.settle = 90 * time.Second
+	e := newEnv(t, cfg)
+	e.sleep(3 * time.Second)
+	e.restartBroker(e.randDur(500*time.Millisecond, 2*time.Second))
+	e.sleep(5 * time.Second) // the input producer may need a few seconds to reconnect
+	o := e.finish()
+	if o.counts.BrokerRestarts != 1 {
+		t.Errorf("broker restarts = %d", o.counts.BrokerRestarts)
+	}
+}

@@ -1,0 +1,154 @@
+package integration
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+)
+
+var (
+	soakRate   = flag.Int("soak-rate", 1000, "TestSoak: inputs per second")
+	soakReport = flag.String("soak-report", "", "TestSoak: also write the totals as JSON to this file")
+)
+
+// soakTotals is what a soak prints at the end.
+type soakTotals struct {
+	Mode            string  `json:"mode"`
+	Seed            uint64  `json:"seed"`
+	Duration        string  `json:"duration"`
+	RatePerSec      int     `json:"rate_per_sec"`
+	Instances       int     `json:"instances"`
+	ProcessesStart  int     `json:"processes_started"`
+	Kills           int     `json:"kills"`
+	Stops           int     `json:"stops"`
+	Terms           int     `json:"terms"`
+	FencedZombies   int     `json:"fenced_zombies"`
+	BrokerRestarts  int     `json:"broker_restarts"`
+	WorkerProblems  int     `json:"worker_problems"`
+	RecordsVerified int     `json:"records_verified"`
+	Outputs         int     `json:"outputs"`
+	DeadLetters     int     `json:"dead_letters"`
+	Duplicates      int     `json:"duplicates"`
+	Losses          int     `json:"losses"`
+	OrderViolations int     `json:"order_violations"`
+	Malformed       int     `json:"malformed"`
+	ExactlyOnce     bool    `json:"exactly_once"`
+	Aborts          int64   `json:"aborts_clean_exits"`
+	Rebuilds        int64   `json:"rebuilds_clean_exits"`
+	Reprocessed     int64   `json:"reprocessed_clean_exits"`
+	SettleSeconds   float64 `json:"settle_seconds"`
+}
+
+// sampleLiveness reports (with a goroutine dump) a running worker that was
+// not a group member at two progress ticks in a row (30 s): alive but not
+// working. It then ends, and the faults go on without it.
+func (e *env) sampleLiveness(outOfGroup map[*proc]int) {
+	members := e.members()
+	seen := make(map[*proc]bool)
+	for _, p := range e.fleet.live() {
+		e.fleet.mu.Lock()
+		eligible := !p.stopped && p.intent == intentNone && time.Since(p.started) > 10*time.Second
+		e.fleet.mu.Unlock()
+		if !eligible || members[p.instance] {
+			continue
+		}
+		seen[p] = true
+		outOfGroup[p]++
+		if outOfGroup[p] == 2 {
+			e.fleet.signal(p, syscall.SIGQUIT, intentQuit)
+			<-p.done
+			e.fleet.problemf("worker %s runs but was not a group member at two checks 30 s apart (members %v); goroutine dump:\n%s",
+				p, keys(members), quitDump(p.logPath))
+		}
+	}
+	for p := range outOfGroup {
+		if !seen[p] {
+			delete(outOfGroup, p)
+		}
+	}
+}
+
+// TestSoak mixes every fault family continuously for -soak: SIGKILLs with
+// restarts (same or new instance ID), zombies (SIGSTOP past the session
+// timeout, sometimes past the transaction timeout, sometimes replaced by a
+// new process with the same ID), joins and SIGTERM leaves, and, against a
+// real broker with KAFKA_BROKER_SCRIPT, a broker SIGKILL and restart every
+// few minutes. Every 97th input is poison (dead-letter topic). At the end
+// the whole output is verified and the totals printed.
+//
+//	go test ./integration -run Soak -soak 20m -v [-soak-report totals.json]
+func TestSoak(t *testing.T) {
+	if *soakFor <= 0 {
+		t.Skip("soak test: run with -soak DURATION, e.g. go test ./integration -run Soak -soak 20m -v")
+	}
+	cfg := defaultConfig()
+	cfg.rate = *soakRate
+	cfg.worker.poisonEvery = 97
+	cfg.settle = 3 * time.Minute
+	e := newEnv(t, cfg)
+	brokers := kafkatest.Real() && brokerScript() != ""
+	const brokerEvery = 4 * time.Minute
+	nextBroker := time.Now().Add(brokerEvery / 2)
+	end := time.Now().Add(*soakFor)
+	nextProgress := time.Now().Add(30 * time.Second)
+	outOfGroup := make(map[*proc]int) // consecutive progress ticks a running worker was not a member
+	e.sleep(2 * time.Second)
+	for time.Now().Before(end) {
+		if !e.sleep(e.randDur(time.Second, 3*time.Second)) {
+			break
+		}
+		switch r := e.rng.IntN(100); {
+		case brokers && time.Now().After(nextBroker):
+			e.restartBroker(e.randDur(500*time.Millisecond, 3*time.Second))
+			nextBroker = time.Now().Add(brokerEvery)
+		case r < 35:
+			e.killStep(0.7)
+		case r < 55:
+			stopFor := cfg.worker.sessionTimeout + e.randDur(time.Second, 2*time.Second)
+			if e.rng.IntN(5) == 0 {
+				stopFor = cfg.worker.txnTimeout + 2*time.Second // the coordinator aborts it first
+			}
+			e.zombieStep(stopFor, e.rng.IntN(3) == 0)
+		default:
+			e.stormStep(2, 5)
+		}
+		if time.Now().After(nextProgress) {
+			nextProgress = time.Now().Add(30 * time.Second)
+			e.sampleLiveness(outOfGroup)
+			distinct, dups, records := e.track.status()
+			c, problems, _, _ := e.fleet.snapshot()
+			t.Logf("soak %v/%v: %d inputs, %d accounted for (%d records, %d duplicates so far); running %d; starts %d kills %d stops %d terms %d broker restarts %d; problems %d",
+				time.Since(e.t0).Round(time.Second), *soakFor, e.feed.count(), distinct, records, dups, len(e.fleet.live()),
+				c.Starts, c.Kills, c.Stops, c.Terms, c.BrokerRestarts, len(problems))
+		}
+	}
+	e.waitFaults()
+	t0 := time.Now()
+	o := e.finish()
+	_, problems, _, _ := e.fleet.snapshot()
+	r := o.report
+	tot := soakTotals{
+		Mode: string(e.c.Mode), Seed: e.seed, Duration: o.elapsed.Round(time.Second).String(), RatePerSec: cfg.rate,
+		Instances: o.counts.Instances, ProcessesStart: o.counts.Starts, Kills: o.counts.Kills, Stops: o.counts.Stops,
+		Terms: o.counts.Terms, FencedZombies: o.counts.Fenced, BrokerRestarts: o.counts.BrokerRestarts,
+		WorkerProblems: len(problems), RecordsVerified: r.Inputs, Outputs: r.Outputs, DeadLetters: r.DLQ,
+		Duplicates: r.Duplicates, Losses: r.Lost, OrderViolations: r.OrderViolations, Malformed: r.Malformed,
+		ExactlyOnce: r.ExactlyOnce() && r.Outputs+r.DLQ == r.Inputs,
+		Aborts:      o.totals.Aborts, Rebuilds: o.totals.Rebuilds, Reprocessed: o.totals.Reprocessed,
+		SettleSeconds: time.Since(t0).Seconds(),
+	}
+	b, _ := json.MarshalIndent(tot, "", "  ")
+	t.Logf("SOAK TOTALS\n%s", b)
+	fmt.Printf("SOAK TOTALS %s\n", b)
+	if *soakReport != "" {
+		if err := os.WriteFile(*soakReport, append(b, '\n'), 0o644); err != nil {
+			t.Errorf("writing %s: %v", *soakReport, err)
+		}
+	}
+}

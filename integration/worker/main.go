@@ -1,0 +1,260 @@
+// Command worker runs one onceflow processor instance as its own OS process,
+// for the process-level reliability suite in package integration (faults are
+// injected with real signals: SIGKILL, SIGSTOP/SIGCONT, SIGTERM).
+//
+// The handler copies each input record to the output topic unchanged (same
+// value; the key defaults to the input key, so a session's outputs stay in one
+// output partition). With -poison-every N, records whose payload ID
+// (internal/verify) is a multiple of N fail with processor.Permanent and go to
+// the dead-letter topic.
+//
+// Signals: SIGTERM or SIGINT cancels Run, which finishes in-flight records,
+// commits and returns; the process then exits 0. SIGQUIT is left to the Go
+// runtime: it prints every goroutine's stack to stderr and exits 2.
+//
+// Exit codes: 0 clean stop; 1 Run failed (the error is on stderr); 2 bad
+// flags or options; 3 fenced by a newer instance with the same instance ID
+// (processor.ErrFenced).
+//
+// On exit the processor's counters are printed to stdout as one JSON object.
+// Logs go to stderr (slog text, level -log-level, warn by default).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/onceflow/onceflow/internal/verify"
+	"github.com/onceflow/onceflow/processor"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRunErr  = 1
+	exitUsage   = 2
+	exitFenced  = 3
+	poisonError = "poison record"
+)
+
+// Result is what the worker prints to stdout when it exits.
+type Result struct {
+	Instance string          `json:"instance"`
+	PID      int             `json:"pid"`
+	Exit     int             `json:"exit"`
+	Error    string          `json:"error,omitempty"`
+	Uptime   string          `json:"uptime"`
+	Stats    processor.Stats `json:"stats"`
+}
+
+type flags struct {
+	brokers, group, instance, in, out, dlq string
+	commitInterval, sessionTimeout         time.Duration
+	rebalanceTimeout, txnTimeout           time.Duration
+	drainTimeout, handlerLatency           time.Duration
+	heartbeatInterval                      time.Duration
+	poisonEvery                            uint64
+	ordering, logLevel, kgoLogLevel        string
+	maxVersion                             string
+}
+
+func parseFlags(args []string) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.StringVar(&f.brokers, "brokers", "127.0.0.1:9092", "comma-separated seed brokers")
+	fs.StringVar(&f.group, "group", "", "application name: consumer group and transactional ID prefix (required)")
+	fs.StringVar(&f.instance, "instance", "", "stable instance ID: static member ID and transactional ID (required)")
+	fs.StringVar(&f.in, "in", "", "comma-separated input topics (required)")
+	fs.StringVar(&f.out, "out", "", "output topic (required)")
+	fs.StringVar(&f.dlq, "dlq", "", "dead-letter topic (empty: none)")
+	fs.DurationVar(&f.commitInterval, "commit-interval", 100*time.Millisecond, "transaction commit interval")
+	fs.DurationVar(&f.sessionTimeout, "session-timeout", 6*time.Second, "group session timeout")
+	fs.DurationVar(&f.heartbeatInterval, "heartbeat-interval", 0, "group heartbeat interval (0: a third of the session timeout; franz-go's own default is 3s, which a session timeout of 3s or less cannot survive)")
+	fs.DurationVar(&f.rebalanceTimeout, "rebalance-timeout", 15*time.Second, "group rebalance timeout")
+	fs.DurationVar(&f.txnTimeout, "txn-timeout", 10*time.Second, "transaction timeout")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 2*time.Second, "how long in-flight records may finish before a rebalance or shutdown commits")
+	fs.DurationVar(&f.handlerLatency, "handler-latency", 0, "time the handler spends on each record")
+	fs.Uint64Var(&f.poisonEvery, "poison-every", 0, "records whose payload ID is a multiple of N fail permanently (0: none)")
+	fs.StringVar(&f.ordering, "ordering", "session", "ordering mode: session, partition or unordered")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "processor log level: debug, info, warn, error")
+	fs.StringVar(&f.maxVersion, "max-kafka-version", "", "pin franz-go's request versions to a Kafka release (3.9, 4.0 … 4.4; empty: negotiate)")
+	fs.StringVar(&f.kgoLogLevel, "kgo-log-level", "none", "franz-go client log level: none, error, warn, info, debug")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	switch {
+	case f.group == "", f.instance == "", f.in == "", f.out == "":
+		return f, errors.New("-group, -instance, -in and -out are required")
+	case fs.NArg() > 0:
+		return f, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	return f, nil
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	f, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+		}
+		return exitUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		fmt.Fprintln(os.Stderr, "worker: -log-level:", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).
+		With("instance", f.instance, "pid", os.Getpid())
+
+	opts := []processor.Opt{
+		processor.WithBrokers(split(f.brokers)...),
+		processor.WithGroup(f.group),
+		processor.WithInstanceID(f.instance),
+		processor.WithInputTopics(split(f.in)...),
+		processor.WithOutputTopic(f.out),
+		processor.WithHandler(handler(f.handlerLatency, f.poisonEvery)),
+		processor.WithCommitInterval(f.commitInterval),
+		processor.WithSessionTimeout(f.sessionTimeout),
+		processor.WithRebalanceTimeout(f.rebalanceTimeout),
+		processor.WithTransactionTimeout(f.txnTimeout),
+		processor.WithDrainTimeout(f.drainTimeout),
+		processor.WithLogger(log),
+	}
+	hb := f.heartbeatInterval
+	if hb <= 0 {
+		hb = f.sessionTimeout / 3
+	}
+	opts = append(opts, processor.WithKgoOpts(kgo.HeartbeatInterval(hb)))
+	if f.dlq != "" {
+		opts = append(opts, processor.WithDLQTopic(f.dlq))
+	}
+	switch f.ordering {
+	case "session":
+		opts = append(opts, processor.WithOrdering(processor.OrderBySession))
+	case "partition":
+		opts = append(opts, processor.WithOrdering(processor.OrderByPartition))
+	case "unordered":
+		opts = append(opts, processor.WithOrdering(processor.Unordered))
+	default:
+		fmt.Fprintf(os.Stderr, "worker: -ordering: unknown mode %q\n", f.ordering)
+		return exitUsage
+	}
+	if kl, ok := kgoLevel(f.kgoLogLevel); !ok {
+		fmt.Fprintf(os.Stderr, "worker: -kgo-log-level: unknown level %q\n", f.kgoLogLevel)
+		return exitUsage
+	} else if kl != kgo.LogLevelNone {
+		prefix := func() string { return time.Now().Format("15:04:05.000 ") + f.instance + " kgo: " }
+		opts = append(opts, processor.WithKgoOpts(kgo.WithLogger(kgo.BasicLogger(os.Stderr, kl, prefix))))
+	}
+
+	if f.maxVersion != "" {
+		v, ok := kafkaVersions[f.maxVersion]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "worker: -max-kafka-version: unknown version %q\n", f.maxVersion)
+			return exitUsage
+		}
+		opts = append(opts, processor.WithKgoOpts(kgo.MaxVersions(v())))
+	}
+
+	p, err := processor.New(opts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return exitUsage
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	started := time.Now()
+	runErr := p.Run(ctx)
+
+	res := Result{Instance: f.instance, PID: os.Getpid(), Uptime: time.Since(started).Round(time.Millisecond).String(), Stats: p.Stats()}
+	switch {
+	case runErr == nil:
+		res.Exit = exitOK
+	case errors.Is(runErr, processor.ErrFenced):
+		res.Exit = exitFenced
+	default:
+		res.Exit = exitRunErr
+	}
+	if runErr != nil {
+		res.Error = runErr.Error()
+		fmt.Fprintf(os.Stderr, "worker %s: Run: %v\n", f.instance, runErr)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		fmt.Fprintln(os.Stderr, "worker: writing result:", err)
+	}
+	return res.Exit
+}
+
+// handler copies the input value to the default output topic (key: the
+// input key), after latency, failing permanently on poison records.
+func handler(latency time.Duration, poisonEvery uint64) processor.Handler {
+	return func(ctx context.Context, r *kgo.Record, out processor.Emitter) error {
+		if latency > 0 {
+			t := time.NewTimer(latency)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		if poisonEvery > 0 {
+			pl, err := verify.Decode(r.Value)
+			if err != nil {
+				return processor.Permanent(err)
+			}
+			if pl.ID%poisonEvery == 0 {
+				return processor.Permanent(fmt.Errorf("%s: id %d", poisonError, pl.ID))
+			}
+		}
+		out.Emit(&kgo.Record{Value: r.Value})
+		return nil
+	}
+}
+
+var kafkaVersions = map[string]func() *kversion.Versions{
+	"3.9": kversion.V3_9_0, "4.0": kversion.V4_0_0, "4.1": kversion.V4_1_0,
+	"4.2": kversion.V4_2_0, "4.3": kversion.V4_3_0, "4.4": kversion.V4_4_0,
+}
+
+func kgoLevel(s string) (kgo.LogLevel, bool) {
+	switch strings.ToLower(s) {
+	case "", "none":
+		return kgo.LogLevelNone, true
+	case "error":
+		return kgo.LogLevelError, true
+	case "warn":
+		return kgo.LogLevelWarn, true
+	case "info":
+		return kgo.LogLevelInfo, true
+	case "debug":
+		return kgo.LogLevelDebug, true
+	}
+	return kgo.LogLevelNone, false
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
