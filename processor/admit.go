@@ -90,16 +90,16 @@ func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, 
 		p.unmarkDone(it)
 		return false, nil
 	}
-	if err := l.produce(ctx, it.outputs, it.dlq); err != nil {
+	if err := l.produce(it.outputs, it.dlq); err != nil {
 		return false, err
 	}
 	if len(it.writes) > 0 {
-		l.produceWrites(ctx, p, it.writes)
+		l.produceWrites(p, it.writes)
 	}
 	return true, nil
 }
 
-func (l *lifetime) produce(ctx context.Context, outputs []*kgo.Record, dlq *kgo.Record) error {
+func (l *lifetime) produce(outputs []*kgo.Record, dlq *kgo.Record) error {
 	if err := l.s.Begin(); err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 				"topic", p.topic, "partition", p.id, "offset", it.rec.Offset, "timeout", timeout)
 			p.markDone(it)
 			p.headSince = now
-			if err := l.produce(ctx, nil, dlq); err != nil {
+			if err := l.produce(nil, dlq); err != nil {
 				return err
 			}
 		}

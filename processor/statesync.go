@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,7 +11,7 @@ import (
 
 // produceWrites sends a record's state writes to its partition's changelog
 // in the open transaction and queues them for the store.
-func (l *lifetime) produceWrites(ctx context.Context, p *partition, ws []stateWrite) {
+func (l *lifetime) produceWrites(p *partition, ws []stateWrite) {
 	topic := changelogTopic(l.cfg.group, p.topic)
 	for _, w := range ws {
 		r := &kgo.Record{Topic: topic, Partition: p.id, Key: w.Key, Value: w.Value}
