@@ -113,6 +113,11 @@ func (l *lifetime) commit(ctx context.Context) error {
 		l.rewindAll()
 		return nil
 	}
+	if h := l.cfg.hooks.afterEndTxn; h != nil {
+		if err := h(l.pendingStateWrites()); err != nil {
+			return err
+		}
+	}
 	if err := l.applyState(); err != nil {
 		return err
 	}

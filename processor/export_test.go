@@ -10,3 +10,17 @@ func SetLagRefreshInterval(d time.Duration) (restore func()) {
 	lagRefreshInterval = d
 	return func() { lagRefreshInterval = old }
 }
+
+// WithAfterEndTxnHook calls f after each committed transaction, before its
+// n state writes reach the store; an error from f ends Run with it, so a
+// test can crash the processor between EndTxn and the store batch.
+func WithAfterEndTxnHook(f func(n int) error) Opt {
+	return func(c *config) { c.hooks.afterEndTxn = f }
+}
+
+// WithRestoreApplyHook calls f after each batch of changelog records a
+// restore applied to the store; an error from f fails the restore and
+// ends Run, so a test can crash the processor mid-restore.
+func WithRestoreApplyHook(f func(records int) error) Opt {
+	return func(c *config) { c.hooks.restoreApply = f }
+}

@@ -75,6 +75,17 @@ func (l *lifetime) applyState() error {
 	return nil
 }
 
+// pendingStateWrites counts the writes applyState is about to apply.
+func (l *lifetime) pendingStateWrites() int {
+	n := 0
+	for _, p := range l.parts {
+		if p.state != nil {
+			n += len(p.state.txn)
+		}
+	}
+	return n
+}
+
 type restoreResult struct {
 	p   *partition
 	st  changelog.Stats
@@ -89,7 +100,11 @@ func (l *lifetime) restore(p *partition) {
 	l.restoreWG.Add(1)
 	go func() {
 		defer l.restoreWG.Done()
-		st, err := changelog.Restore(l.restoreCtx, l.cfg.brokers, l.cfg.kgoOpts, topic, p.id, restoreTarget{p.state.store, p.state.p}, l.cfg.logger)
+		var t changelog.Target = restoreTarget{p.state.store, p.state.p}
+		if h := l.cfg.hooks.restoreApply; h != nil {
+			t = hookedTarget{t, h}
+		}
+		st, err := changelog.Restore(l.restoreCtx, l.cfg.brokers, l.cfg.kgoOpts, topic, p.id, t, l.cfg.logger)
 		select {
 		case l.restored <- restoreResult{p, st, err}:
 		case <-l.restoreCtx.Done():
@@ -154,4 +169,17 @@ func (t restoreTarget) Apply(recs []*kgo.Record, topicID [16]byte, next int64) e
 	}
 	b.SetCheckpoint(t.p, statestore.Checkpoint{TopicID: topicID, Next: next})
 	return b.Commit()
+}
+
+// hookedTarget calls a test hook after each applied batch.
+type hookedTarget struct {
+	changelog.Target
+	after func(records int) error
+}
+
+func (t hookedTarget) Apply(recs []*kgo.Record, topicID [16]byte, next int64) error {
+	if err := t.Target.Apply(recs, topicID, next); err != nil {
+		return err
+	}
+	return t.after(len(recs))
 }
