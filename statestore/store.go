@@ -177,13 +177,34 @@ func (s *Store) Checkpoint(p Partition) (Checkpoint, bool, error) {
 		return Checkpoint{}, false, err
 	}
 	defer closer.Close()
-	if len(v) != 24 {
-		return Checkpoint{}, false, corrupt("checkpoint of %s/%d has %d bytes", p.Topic, p.Partition, len(v))
+	c, err := decodeCheckpoint(v)
+	if err != nil {
+		return Checkpoint{}, false, fmt.Errorf("checkpoint of %s/%d: %w", p.Topic, p.Partition, err)
+	}
+	return c, true, nil
+}
+
+// checkpointLen is the encoded size: topic ID, then Next big-endian.
+const checkpointLen = 16 + 8
+
+func appendCheckpoint(dst []byte, c Checkpoint) []byte {
+	dst = append(dst, c.TopicID[:]...)
+	return binary.BigEndian.AppendUint64(dst, uint64(c.Next))
+}
+
+// decodeCheckpoint reads a stored checkpoint; bytes it cannot have written
+// (another length, a negative offset) are ErrCorrupt.
+func decodeCheckpoint(v []byte) (Checkpoint, error) {
+	if len(v) != checkpointLen {
+		return Checkpoint{}, corrupt("checkpoint has %d bytes", len(v))
 	}
 	var c Checkpoint
 	copy(c.TopicID[:], v)
 	c.Next = int64(binary.BigEndian.Uint64(v[16:]))
-	return c, true, nil
+	if c.Next < 0 {
+		return Checkpoint{}, corrupt("checkpoint offset %d", c.Next)
+	}
+	return c, nil
 }
 
 // Batch collects writes and checkpoints to apply atomically.
@@ -209,8 +230,7 @@ func (b *Batch) Write(p Partition, ws ...Write) {
 
 // SetCheckpoint records how far the partition's changelog is applied.
 func (b *Batch) SetCheckpoint(p Partition, c Checkpoint) {
-	v := binary.BigEndian.AppendUint64(c.TopicID[:], uint64(c.Next))
-	_ = b.b.Set(p.ns([]byte{prefixCheckpoint}), v, nil)
+	_ = b.b.Set(p.ns([]byte{prefixCheckpoint}), appendCheckpoint(nil, c), nil)
 }
 
 // Reset drops every key and the checkpoint of a partition, before a
