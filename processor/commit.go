@@ -148,6 +148,10 @@ func (l *lifetime) rewindAll() {
 		redo += int64(p.doneSinceCommit + len(p.held))
 		np := l.newPartition(p.topic, p.id, p.committed, p.committedDone)
 		np.paused, np.pauseLogged, np.hwm = p.paused, p.pauseLogged, p.hwm
+		if p.state != nil {
+			// A restore still running keeps the records waiting.
+			np.state.restoring, np.state.run = p.state.restoring, p.state.run
+		}
 		p.gen.Store(0)
 		l.parts[k] = np
 	}

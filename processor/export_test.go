@@ -19,8 +19,9 @@ func WithAfterEndTxnHook(f func(n int) error) Opt {
 }
 
 // WithRestoreApplyHook calls f after each batch of changelog records a
-// restore applied to the store; an error from f fails the restore and
-// ends Run, so a test can crash the processor mid-restore.
-func WithRestoreApplyHook(f func(records int) error) Opt {
+// restore applied to the store of an input partition; an error from f
+// fails the restore and ends Run, so a test can crash the processor
+// mid-restore, and a sleep in f makes a restore slow.
+func WithRestoreApplyHook(f func(partition int32, records int) error) Opt {
 	return func(c *config) { c.hooks.restoreApply = f }
 }

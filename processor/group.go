@@ -29,6 +29,7 @@ func (l *lifetime) handleEvents(ctx context.Context) error {
 	for _, k := range revoked {
 		l.cfg.logger.Debug("revoked", "partition", k.partition)
 		l.p.metrics.unpublish(k)
+		l.cancelRestore(k)
 		if p := l.parts[k]; p != nil {
 			p.gen.Store(0)
 			delete(l.parts, k)

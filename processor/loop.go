@@ -43,6 +43,7 @@ type lifetime struct {
 	pendingRebalance atomic.Bool
 
 	restored   chan restoreResult
+	runs       map[tp]*restoreRun // the latest restore of each partition's store
 	restoreCtx context.Context
 	// produceCtx outlives Run's context: records of a transaction that
 	// is still to commit must not be canceled by a shutdown.
@@ -64,7 +65,7 @@ type lifetime struct {
 
 func (p *Processor) runLifetime(ctx context.Context) error {
 	l := &lifetime{p: p, cfg: &p.cfg, parts: make(map[tp]*partition), fetched: make(map[tp]committedInfo),
-		restored: make(chan restoreResult, 64), clNext: make(map[tp]int64), listedEnds: make(map[tp]int64)}
+		restored: make(chan restoreResult, 64), runs: make(map[tp]*restoreRun), clNext: make(map[tp]int64), listedEnds: make(map[tp]int64)}
 	cfg := l.cfg
 	var restoreCtx context.Context
 	restoreCtx, l.stopRestore = context.WithCancel(ctx)

@@ -100,9 +100,10 @@ type testHooks struct {
 	// afterEndTxn runs after a transaction committed and before its state
 	// writes (n of them) are applied to the store; an error ends Run.
 	afterEndTxn func(n int) error
-	// restoreApply runs after each batch a restore applied to the store,
-	// with the batch's records; an error fails the restore (and Run).
-	restoreApply func(records int) error
+	// restoreApply runs after each batch a restore applied to the store
+	// of an input partition, with the batch's records; an error fails the
+	// restore (and Run).
+	restoreApply func(partition int32, records int) error
 }
 
 func defaults() config {

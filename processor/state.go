@@ -73,6 +73,7 @@ type partState struct {
 	// Loop-owned.
 	txn       []stateWrite // writes in the open transaction
 	restoring bool         // records wait in the partition's undispatched queue
+	run       *restoreRun  // the restore this state waits for, or waited for
 }
 
 func (it *item) Get(key []byte) ([]byte, bool, error) {

@@ -146,7 +146,7 @@ func TestStateCrashDuringRestore(t *testing.T) {
 		var cut kafkatest.Cutter
 		var mu sync.Mutex
 		applied := 0
-		hook := func(n int) error {
+		hook := func(_ int32, n int) error {
 			mu.Lock()
 			defer mu.Unlock()
 			applied += n

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -88,47 +89,86 @@ func (l *lifetime) pendingStateWrites() int {
 
 type restoreResult struct {
 	p   *partition
+	run *restoreRun
 	st  changelog.Stats
 	err error
+}
+
+// restoreRun is one restore of a partition's store. A partition revoked
+// while restoring cancels its run; if it comes back, the new run waits
+// for the old one to stop, so that two restores never write one keyspace.
+type restoreRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // restore brings a newly assigned partition's store up to its changelog's
 // committed end in the background; its records wait until then.
 func (l *lifetime) restore(p *partition) {
-	p.state.restoring = true
+	k := tp{p.topic, p.id}
+	prev := l.runs[k]
+	ctx, cancel := context.WithCancel(l.restoreCtx)
+	run := &restoreRun{cancel: cancel, done: make(chan struct{})}
+	l.runs[k] = run
+	p.state.restoring, p.state.run = true, run
 	topic := changelogTopic(l.cfg.group, p.topic)
 	l.restoreWG.Add(1)
 	go func() {
 		defer l.restoreWG.Done()
-		var t changelog.Target = restoreTarget{p.state.store, p.state.p}
-		if h := l.cfg.hooks.restoreApply; h != nil {
-			t = hookedTarget{t, h}
+		var st changelog.Stats
+		err := ctx.Err()
+		if prev != nil {
+			prev.cancel()
+			<-prev.done
 		}
-		st, err := changelog.Restore(l.restoreCtx, l.cfg.brokers, l.cfg.kgoOpts, topic, p.id, t, l.cfg.logger)
+		if err == nil {
+			var t changelog.Target = restoreTarget{p.state.store, p.state.p}
+			if h := l.cfg.hooks.restoreApply; h != nil {
+				t = hookedTarget{t, func(n int) error { return h(p.id, n) }}
+			}
+			st, err = changelog.Restore(ctx, l.cfg.brokers, l.cfg.kgoOpts, topic, p.id, t, l.cfg.logger)
+		}
+		cancel()
+		close(run.done)
 		select {
-		case l.restored <- restoreResult{p, st, err}:
+		case l.restored <- restoreResult{p, run, st, err}:
 		case <-l.restoreCtx.Done():
 		}
 	}()
 }
 
+// cancelRestore cancels the restore of a revoked partition.
+func (l *lifetime) cancelRestore(k tp) {
+	if run := l.runs[k]; run != nil {
+		run.cancel()
+	}
+}
+
 // takeRestored dispatches the records of partitions whose restore finished.
+// A result is matched to the partition by its run: a rewind replaces the
+// partition but keeps waiting for the same run; a revoke drops it.
 func (l *lifetime) takeRestored() error {
 	for {
 		select {
 		case r := <-l.restored:
+			k := tp{r.p.topic, r.p.id}
+			if l.runs[k] == r.run {
+				delete(l.runs, k)
+			}
+			if r.err == nil {
+				l.p.stats.restored.Add(int64(r.st.Records))
+				l.cfg.logger.Info("state restored", "topic", r.p.topic, "partition", r.p.id, "records", r.st.Records,
+					"rebuilt", r.st.Rebuilt, "took", r.st.Took, "per_second", int(float64(r.st.Records)/max(r.st.Took.Seconds(), 1e-9)))
+			}
+			cur := l.parts[k]
+			if cur == nil || cur.state.run != r.run {
+				continue // revoked meanwhile: its canceled restore's error does not matter
+			}
 			if r.err != nil {
 				return fmt.Errorf("processor: restoring state of %s/%d: %w", r.p.topic, r.p.id, r.err)
 			}
-			l.p.stats.restored.Add(int64(r.st.Records))
-			l.cfg.logger.Info("state restored", "topic", r.p.topic, "partition", r.p.id, "records", r.st.Records,
-				"rebuilt", r.st.Rebuilt, "took", r.st.Took, "per_second", int(float64(r.st.Records)/max(r.st.Took.Seconds(), 1e-9)))
-			ps := r.p.state
-			ps.restoring = false
-			if r.p.gen.Load() == 0 {
-				continue // revoked meanwhile
-			}
-			l.dispatchWindow(r.p)
+			cur.state.restoring = false
+			l.dispatchWindow(cur)
 		default:
 			return nil
 		}
