@@ -214,8 +214,11 @@ func (f *filterSet) addUnbuilt(lo, hi uint64) {
 	f.mu.Lock()
 	f.high, f.hasOld = hi, true
 	f.mu.Unlock()
-	for e := lo; e <= hi; e++ {
+	for e := lo; ; e++ { // not e <= hi: hi may be the largest uint64
 		f.epochFor(e)
+		if e == hi {
+			break
+		}
 	}
 }
 

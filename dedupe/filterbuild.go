@@ -45,11 +45,25 @@ func (s *Store) initFilter() error {
 	}
 	// Older epochs hold only marks that are already outside the window.
 	lo = max(lo, s.win.minLive(s.opts.Clock.Now()))
-	if lo <= hi {
-		s.filter.addUnbuilt(lo/s.filter.k, hi/s.filter.k)
+	if lo > hi {
+		return nil
 	}
+	if hi/s.filter.k-lo/s.filter.k > maxFilterEpochSpan {
+		// A log reaching this far past the window (a clock that jumped
+		// far, or a damaged key) would register one epoch per bucket in
+		// between. The filter only saves reads: go without it.
+		s.log.Warn("dedupe: expiry log spans far more than the retention window; ID filter disabled",
+			"dir", s.dir, "oldest_live_bucket", lo, "newest_bucket", hi)
+		s.filter = nil
+		return nil
+	}
+	s.filter.addUnbuilt(lo/s.filter.k, hi/s.filter.k)
 	return nil
 }
+
+// maxFilterEpochSpan bounds the epochs initFilter registers: the window
+// holds about filterEpochs, the rest is room for a clock that moved back.
+const maxFilterEpochSpan = 16 * filterEpochs
 
 // filterLoop builds the filters of queued epochs: those found at Open and
 // those that outgrew their size.
