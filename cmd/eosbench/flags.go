@@ -6,6 +6,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/onceflow/onceflow/internal/bench"
 	"github.com/onceflow/onceflow/processor"
@@ -22,6 +23,9 @@ type options struct {
 	memprofile string
 	logLevel   string
 	worker     string // hidden: run one job as a subprocess worker
+
+	metricsAddr   string
+	metricsLinger time.Duration
 }
 
 // newFlagSet binds the flags to cfg and o, with cfg's current values as
@@ -37,6 +41,8 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end to `file`")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log `level`: debug, info, warn or error")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the in-process onceflow runs on http://`host:port`/metrics (port 0: any free port, printed on stderr)")
+	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "keep serving -metrics-addr this long after the runs (an interrupt ends it), so a scraper sees the final values")
 	fs.StringVar(&o.worker, bench.WorkerFlag, "", "internal: run one pipeline `job` (JSON) as a worker")
 
 	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "input records")

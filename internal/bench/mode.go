@@ -29,6 +29,18 @@ const (
 	ModeUnordered Mode = "onceflow-unordered"
 )
 
+// ObserveSuffix turns an onceflow mode into its observed twin
+// ("onceflow-session+obs"): the same pipeline with Prometheus metrics and
+// OpenTelemetry tracing on (every record sampled). Listing both in -modes
+// measures the cost of observability side by side in one run.
+const ObserveSuffix = "+obs"
+
+// base is the mode without ObserveSuffix.
+func (m Mode) base() Mode { return Mode(strings.TrimSuffix(string(m), ObserveSuffix)) }
+
+// observed reports whether the mode carries ObserveSuffix.
+func (m Mode) observed() bool { return strings.HasSuffix(string(m), ObserveSuffix) }
+
 // AllModes lists every mode.
 func AllModes() []Mode {
 	return []Mode{ModeALO, ModeGTS, ModeOnceflow, ModeSession, ModePartition, ModeUnordered}
@@ -44,10 +56,13 @@ func ParseModes(s string) ([]Mode, error) {
 		}
 		known := false
 		for _, k := range AllModes() {
-			known = known || k == m
+			known = known || k == m.base()
 		}
 		if !known {
 			return nil, fmt.Errorf("unknown mode %q (want one of %s)", m, joinModes(AllModes()))
+		}
+		if m.observed() && m.base().baseline() {
+			return nil, fmt.Errorf("mode %q: only onceflow modes can be observed (%s)", m, ObserveSuffix)
 		}
 		out = append(out, m)
 	}
@@ -68,32 +83,36 @@ func joinModes(ms []Mode) string {
 // resolve turns ModeOnceflow into the mode of the given ordering, so that
 // results always say which ordering ran.
 func (m Mode) resolve(o processor.Ordering) Mode {
-	if m != ModeOnceflow {
+	if m.base() != ModeOnceflow {
 		return m
 	}
+	r := ModeSession
 	switch o {
 	case processor.OrderByPartition:
-		return ModePartition
+		r = ModePartition
 	case processor.Unordered:
-		return ModeUnordered
+		r = ModeUnordered
 	}
-	return ModeSession
+	if m.observed() {
+		r += ObserveSuffix
+	}
+	return r
 }
 
 // ExactlyOnce reports whether the mode promises exactly-once output, so
 // that a failed verification of it fails the run.
-func (m Mode) ExactlyOnce() bool { return m != ModeALO }
+func (m Mode) ExactlyOnce() bool { return m.base() != ModeALO }
 
 // ordered reports whether the mode keeps each session's order, which
 // verification then checks.
-func (m Mode) ordered() bool { return m != ModeUnordered }
+func (m Mode) ordered() bool { return m.base() != ModeUnordered }
 
 // baseline reports whether the mode is one of franz-go's, which handle
 // records serially and which Config.BaselineMessages caps.
-func (m Mode) baseline() bool { return m == ModeALO || m == ModeGTS }
+func (m Mode) baseline() bool { return m.base() == ModeALO || m.base() == ModeGTS }
 
 func (m Mode) ordering() processor.Ordering {
-	switch m {
+	switch m.base() {
 	case ModePartition:
 		return processor.OrderByPartition
 	case ModeUnordered:
