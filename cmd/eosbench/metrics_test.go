@@ -185,14 +185,14 @@ func TestObservedMode(t *testing.T) {
 	status := run(ctx, []string{
 		"-brokers", strings.Join(c.Brokers, ","),
 		"-messages", "3000", "-sessions", "100",
-		"-modes", "onceflow-session,onceflow+obs",
+		"-modes", "onceflow-session,onceflow+obs,onceflow-session+metrics",
 		"-fault-rate", "0.05", "-retry-initial", "1ms",
 		"-timeout", "90s", "-json",
 	}, strings.NewReader(""), &stdout, &stderr)
 	require.Equal(t, 0, status, "stderr: %s", stderr.String())
 	rs := decode(t, stdout.Bytes())
-	require.Len(t, rs, 2)
-	plain, obs := rs[0], rs[1]
+	require.Len(t, rs, 3)
+	plain, obs, met := rs[0], rs[1], rs[2]
 	require.Equal(t, bench.ModeSession, plain.Mode)
 	require.Equal(t, bench.ModeSession+bench.ObserveSuffix, obs.Mode, "onceflow+obs resolves to the ordering's mode")
 	for _, r := range rs {
@@ -200,6 +200,8 @@ func TestObservedMode(t *testing.T) {
 		require.Equal(t, 3000, r.Outputs)
 	}
 	require.Zero(t, plain.Counters.Spans, "no tracing without +obs")
+	require.Zero(t, met.Counters.Spans, "no tracing with +metrics")
+	require.NotNil(t, met.RatioToUnobserved)
 	// One handle span per record at least, plus commits; the batcher may
 	// drop some when its queue is full, so only presence is certain.
 	require.Positive(t, obs.Counters.Spans)

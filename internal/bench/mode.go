@@ -29,17 +29,48 @@ const (
 	ModeUnordered Mode = "onceflow-unordered"
 )
 
-// ObserveSuffix turns an onceflow mode into its observed twin
-// ("onceflow-session+obs"): the same pipeline with Prometheus metrics and
-// OpenTelemetry tracing on (every record sampled). Listing both in -modes
-// measures the cost of observability side by side in one run.
-const ObserveSuffix = "+obs"
+// Suffixes that turn an onceflow mode into an observed twin, the same
+// pipeline with instrumentation on: ObserveSuffix ("onceflow-session+obs")
+// for Prometheus metrics and OpenTelemetry tracing (every record sampled),
+// MetricsSuffix or TracingSuffix for one of them. Listing a mode and its
+// twins in -modes measures the cost of observability side by side in one
+// run.
+const (
+	ObserveSuffix = "+obs"
+	MetricsSuffix = "+metrics"
+	TracingSuffix = "+tracing"
+)
 
-// base is the mode without ObserveSuffix.
-func (m Mode) base() Mode { return Mode(strings.TrimSuffix(string(m), ObserveSuffix)) }
+// suffix is the mode's observation suffix, or "".
+func (m Mode) suffix() string {
+	for _, s := range []string{ObserveSuffix, MetricsSuffix, TracingSuffix} {
+		if strings.HasSuffix(string(m), s) {
+			return s
+		}
+	}
+	return ""
+}
 
-// observed reports whether the mode carries ObserveSuffix.
-func (m Mode) observed() bool { return strings.HasSuffix(string(m), ObserveSuffix) }
+// base is the mode without its observation suffix.
+func (m Mode) base() Mode { return Mode(strings.TrimSuffix(string(m), m.suffix())) }
+
+// observed reports whether the mode carries an observation suffix.
+func (m Mode) observed() bool { return m.suffix() != "" }
+
+// metricsOn and tracingOn say what an observed mode turns on.
+func (m Mode) metricsOn() bool { s := m.suffix(); return s == ObserveSuffix || s == MetricsSuffix }
+func (m Mode) tracingOn() bool { s := m.suffix(); return s == ObserveSuffix || s == TracingSuffix }
+
+// instruments names what an observed mode turns on.
+func (m Mode) instruments() string {
+	switch m.suffix() {
+	case MetricsSuffix:
+		return "metrics"
+	case TracingSuffix:
+		return "tracing"
+	}
+	return "metrics and tracing"
+}
 
 // AllModes lists every mode.
 func AllModes() []Mode {
@@ -62,7 +93,7 @@ func ParseModes(s string) ([]Mode, error) {
 			return nil, fmt.Errorf("unknown mode %q (want one of %s)", m, joinModes(AllModes()))
 		}
 		if m.observed() && m.base().baseline() {
-			return nil, fmt.Errorf("mode %q: only onceflow modes can be observed (%s)", m, ObserveSuffix)
+			return nil, fmt.Errorf("mode %q: only onceflow modes can be observed (%s, %s, %s)", m, ObserveSuffix, MetricsSuffix, TracingSuffix)
 		}
 		out = append(out, m)
 	}
@@ -93,10 +124,7 @@ func (m Mode) resolve(o processor.Ordering) Mode {
 	case processor.Unordered:
 		r = ModeUnordered
 	}
-	if m.observed() {
-		r += ObserveSuffix
-	}
-	return r
+	return r + Mode(m.suffix())
 }
 
 // ExactlyOnce reports whether the mode promises exactly-once output, so

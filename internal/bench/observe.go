@@ -22,11 +22,11 @@ const scrapeInterval = time.Second
 
 // observability is an onceflow pipeline's instrumentation. Metrics go to
 // Job.Metrics when eosbench serves them (-metrics-addr). An observed mode
-// (ObserveSuffix) runs as a production deployment would: metrics (into a
-// private registry, scraped every scrapeInterval, when none is served)
-// and tracing with every record sampled, spans batched to an exporter
-// that drops them, so that the cost is the processor's and the SDK's, not
-// a collector's.
+// (ObserveSuffix and the like) runs as a production deployment would:
+// metrics into a private registry scraped every scrapeInterval (when none
+// is served), tracing with every record sampled and spans batched to an
+// exporter that drops them, so that the cost is the processor's and the
+// SDK's, not a collector's.
 type observability struct {
 	opts   []processor.Opt
 	tp     *sdktrace.TracerProvider
@@ -37,11 +37,11 @@ type observability struct {
 func newObservability(job Job) *observability {
 	o := &observability{spans: new(atomic.Int64)}
 	reg := job.Metrics
-	if job.Mode.observed() {
-		if reg == nil {
-			r := prometheus.NewRegistry()
-			reg, o.gather = r, r
-		}
+	if job.Mode.metricsOn() && reg == nil {
+		r := prometheus.NewRegistry()
+		reg, o.gather = r, r
+	}
+	if job.Mode.tracingOn() {
 		o.tp = sdktrace.NewTracerProvider(
 			sdktrace.WithSampler(sdktrace.AlwaysSample()),
 			sdktrace.WithBatcher(discardExporter{o.spans}),

@@ -17,7 +17,18 @@ func TestObservedModes(t *testing.T) {
 	require.Equal(t, processor.Unordered, ms[1].ordering())
 	require.True(t, ms[1].ExactlyOnce())
 	require.False(t, ms[1].baseline())
-	for _, bad := range []string{"alo-raw+obs", "franz-gts+obs", "onceflow+obs+obs", "+obs"} {
+	ms, err = ParseModes("onceflow-session+metrics,onceflow+tracing")
+	require.NoError(t, err)
+	require.True(t, ms[0].metricsOn())
+	require.False(t, ms[0].tracingOn())
+	require.Equal(t, ModeSession, ms[0].base())
+	require.Equal(t, ModeUnordered+TracingSuffix, ms[1].resolve(processor.Unordered))
+	require.True(t, ms[1].tracingOn())
+	require.False(t, ms[1].metricsOn())
+	require.True(t, (ModeSession + ObserveSuffix).metricsOn())
+	require.True(t, (ModeSession + ObserveSuffix).tracingOn())
+	require.False(t, ModeSession.metricsOn() || ModeSession.tracingOn())
+	for _, bad := range []string{"alo-raw+obs", "franz-gts+metrics", "onceflow+obs+obs", "onceflow+metrics+tracing", "+obs"} {
 		_, err := ParseModes(bad)
 		require.Error(t, err, bad)
 	}
@@ -27,9 +38,11 @@ func TestObservedModes(t *testing.T) {
 		{Mode: ModeSession + ObserveSuffix, Throughput: 90},
 		{Mode: ModeSession, Throughput: 80},
 		{Mode: ModePartition + ObserveSuffix, Throughput: 50}, // no twin
+		{Mode: ModeSession + MetricsSuffix, Throughput: 45},
 	}
 	setRatios(rs)
 	require.Nil(t, rs[0].RatioToUnobserved)
 	require.InDelta(t, 1.0, *rs[1].RatioToUnobserved, 1e-9) // 90 / mean(100, 80)
 	require.Nil(t, rs[3].RatioToUnobserved)
+	require.InDelta(t, 0.5, *rs[4].RatioToUnobserved, 1e-9)
 }
