@@ -137,6 +137,11 @@ func TestMetricsEndpoint(t *testing.T) {
 	rs := decode(t, []byte(stdout.String()))
 	require.Len(t, rs, 1)
 	r := rs[0]
+	defer func() {
+		if t.Failed() {
+			t.Logf("counters %+v\nfinal scrape %v\nstderr: %s", r.Counters, final, stderr.String())
+		}
+	}()
 	require.Equal(t, bench.VerdictPass, r.Verdict, r.Failure)
 	require.Equal(t, messages, r.Outputs+r.DLQ)
 
