@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -21,4 +22,21 @@ func BenchmarkDispatchTrackCompleteTraced(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 	defer tp.Shutdown(b.Context())
 	benchDispatch(b, WithTracerProvider(tp))
+}
+
+// BenchmarkHandleSpan is one record's tracing alone, on one goroutine:
+// the handle span started from the input's headers, its context injected
+// into one output and the span ended (always sampled, batched to a no-op
+// exporter).
+func BenchmarkHandleSpan(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	defer tp.Shutdown(b.Context())
+	tr := tp.Tracer(tracerName)
+	it := &item{rec: &kgo.Record{Topic: "in", Key: []byte("k")}, outputs: []*kgo.Record{{}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, span := startHandle(b.Context(), tr, it)
+		it.outputs[0].Headers = it.outputs[0].Headers[:0]
+		endHandle(ctx, span, it, "", nil)
+	}
 }

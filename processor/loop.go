@@ -153,7 +153,15 @@ func (l *lifetime) run(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := l.commit(ctx); err != nil {
+		// Not canceled with ctx: a stop arriving mid-commit must not
+		// turn a commit the broker may already have applied into an
+		// unknown outcome (a rebuild, and Stats missing its outputs).
+		// Bounded instead: flush and commit take a transaction timeout
+		// each at most. The loop sees ctx right after and shuts down.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*cfg.txnTimeout)
+		err := l.commit(cctx)
+		cancel()
+		if err != nil {
 			return err
 		}
 		l.publish()

@@ -61,6 +61,20 @@
 // metadata (kfake enforces none; real brokers enforce
 // offset.metadata.max.bytes).
 //
+// Observability: -metrics-addr host:port serves Prometheus metrics on
+// /metrics for the whole invocation (a fresh registry with the Go and
+// process collectors; every in-process onceflow run registers into it,
+// its series labelled by its consumer group; port 0 picks a free port,
+// printed on stderr); -metrics-linger keeps serving that long after the
+// runs so a scraper sees the final values. Metrics of -workers runs stay
+// in the worker processes. An onceflow mode suffixed +obs runs with
+// metrics and tracing on (every record sampled, spans batched to an
+// exporter that drops them), +metrics or +tracing with one of them;
+// listing a mode and its twins alternately measures their cost side by
+// side, reported as ratio_to_unobserved:
+//
+//	eosbench -modes onceflow-session,onceflow-session+obs,onceflow-session,onceflow-session+obs
+//
 // -brokers runs against real brokers; -json prints one JSON object
 // ({"results":[...]}) instead of the table; -hist writes the latency
 // histograms in HdrHistogram's percentile format; -cpuprofile and

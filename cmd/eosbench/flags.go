@@ -6,6 +6,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/onceflow/onceflow/internal/bench"
 	"github.com/onceflow/onceflow/processor"
@@ -22,6 +23,9 @@ type options struct {
 	memprofile string
 	logLevel   string
 	worker     string // hidden: run one job as a subprocess worker
+
+	metricsAddr   string
+	metricsLinger time.Duration
 }
 
 // newFlagSet binds the flags to cfg and o, with cfg's current values as
@@ -37,13 +41,15 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end to `file`")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log `level`: debug, info, warn or error")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the in-process onceflow runs on http://`host:port`/metrics (port 0: any free port, printed on stderr)")
+	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "keep serving -metrics-addr this long after the runs (an interrupt ends it), so a scraper sees the final values")
 	fs.StringVar(&o.worker, bench.WorkerFlag, "", "internal: run one pipeline `job` (JSON) as a worker")
 
 	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "input records")
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "record value `bytes`")
 	fs.IntVar(&cfg.Sessions, "sessions", cfg.Sessions, "sessions (keys); record i belongs to session i%sessions")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "input and output partitions")
-	fs.Var(&modesValue{&cfg.Modes}, "modes", "comma-separated `modes`: alo-raw, franz-gts, onceflow (ordered by -order), onceflow-session, onceflow-partition, onceflow-unordered")
+	fs.Var(&modesValue{&cfg.Modes}, "modes", "comma-separated `modes`: alo-raw, franz-gts, onceflow (ordered by -order), onceflow-session, onceflow-partition, onceflow-unordered; an onceflow mode suffixed +metrics, +tracing or +obs (both) runs instrumented, to measure the cost beside the plain mode")
 	fs.Var(&orderValue{&cfg.Order}, "order", "ordering of mode onceflow: `session|partition|none`")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", cfg.CommitInterval, "commit interval of every mode")
 	fs.Var(&cfg.HandlerLatency, "handler-latency", "simulated handler time per record: a `duration` (1ms) or a uniform range (0-5ms)")

@@ -14,6 +14,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/onceflow/onceflow/internal/bench"
 )
 
@@ -66,7 +68,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		defer stopProfile()
 	}
-	results, err := runPhases(ctx, phs, o, stderr, log)
+	var reg *prometheus.Registry
+	if o.metricsAddr != "" {
+		var stopMetrics func()
+		if reg, stopMetrics, err = serveMetrics(o.metricsAddr, stderr, log); err != nil {
+			fmt.Fprintln(stderr, "eosbench:", err)
+			return 1
+		}
+		defer stopMetrics()
+		defer linger(ctx, o.metricsLinger) // runs before stopMetrics
+	}
+	results, err := runPhases(ctx, phs, o, reg, stderr, log)
 	status := 0
 	if err != nil {
 		log.Error("run failed", "err", err)
@@ -90,17 +102,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return status
 }
 
-func runPhases(ctx context.Context, phs []bench.Config, o options, stderr io.Writer, log *slog.Logger) ([]bench.Result, error) {
+func runPhases(ctx context.Context, phs []bench.Config, o options, reg *prometheus.Registry, stderr io.Writer, log *slog.Logger) ([]bench.Result, error) {
 	env, err := bench.NewEnv(brokerList(o.brokers), o.keep, log)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Close()
 	r := &bench.Runner{Env: env, Log: log, WorkerStderr: stderr, WorkerArgs: []string{"-log-level", o.logLevel}}
+	if reg != nil {
+		r.Metrics = reg
+	}
 	if f, ok := stderr.(*os.File); ok {
 		r.Progress = bench.NewProgress(f)
 	}
 	for _, ph := range phs {
+		if ph.Workers > 0 && reg != nil {
+			log.Warn("-metrics-addr: pipelines of -workers runs are in worker processes: their metrics are not served", "scenario", ph.Scenario)
+		}
 		if ph.Workers > 0 && r.WorkerExe == "" {
 			if r.WorkerExe, err = os.Executable(); err != nil {
 				return nil, fmt.Errorf("finding this binary to run workers: %w", err)

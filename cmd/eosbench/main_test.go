@@ -87,6 +87,8 @@ func TestBadUsage(t *testing.T) {
 		{"-size", "3"},
 		{"-kill-every", "1s"},
 		{"-handler-latency", "5-1ms"},
+		{"-modes", "franz-gts+obs"},
+		{"-modes", "nope+obs"},
 	} {
 		var stdout, stderr bytes.Buffer
 		status := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)

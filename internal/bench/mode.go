@@ -29,6 +29,49 @@ const (
 	ModeUnordered Mode = "onceflow-unordered"
 )
 
+// Suffixes that turn an onceflow mode into an observed twin, the same
+// pipeline with instrumentation on: ObserveSuffix ("onceflow-session+obs")
+// for Prometheus metrics and OpenTelemetry tracing (every record sampled),
+// MetricsSuffix or TracingSuffix for one of them. Listing a mode and its
+// twins in -modes measures the cost of observability side by side in one
+// run.
+const (
+	ObserveSuffix = "+obs"
+	MetricsSuffix = "+metrics"
+	TracingSuffix = "+tracing"
+)
+
+// suffix is the mode's observation suffix, or "".
+func (m Mode) suffix() string {
+	for _, s := range []string{ObserveSuffix, MetricsSuffix, TracingSuffix} {
+		if strings.HasSuffix(string(m), s) {
+			return s
+		}
+	}
+	return ""
+}
+
+// base is the mode without its observation suffix.
+func (m Mode) base() Mode { return Mode(strings.TrimSuffix(string(m), m.suffix())) }
+
+// observed reports whether the mode carries an observation suffix.
+func (m Mode) observed() bool { return m.suffix() != "" }
+
+// metricsOn and tracingOn say what an observed mode turns on.
+func (m Mode) metricsOn() bool { s := m.suffix(); return s == ObserveSuffix || s == MetricsSuffix }
+func (m Mode) tracingOn() bool { s := m.suffix(); return s == ObserveSuffix || s == TracingSuffix }
+
+// instruments names what an observed mode turns on.
+func (m Mode) instruments() string {
+	switch m.suffix() {
+	case MetricsSuffix:
+		return "metrics"
+	case TracingSuffix:
+		return "tracing"
+	}
+	return "metrics and tracing"
+}
+
 // AllModes lists every mode.
 func AllModes() []Mode {
 	return []Mode{ModeALO, ModeGTS, ModeOnceflow, ModeSession, ModePartition, ModeUnordered}
@@ -44,10 +87,13 @@ func ParseModes(s string) ([]Mode, error) {
 		}
 		known := false
 		for _, k := range AllModes() {
-			known = known || k == m
+			known = known || k == m.base()
 		}
 		if !known {
 			return nil, fmt.Errorf("unknown mode %q (want one of %s)", m, joinModes(AllModes()))
+		}
+		if m.observed() && m.base().baseline() {
+			return nil, fmt.Errorf("mode %q: only onceflow modes can be observed (%s, %s, %s)", m, ObserveSuffix, MetricsSuffix, TracingSuffix)
 		}
 		out = append(out, m)
 	}
@@ -68,32 +114,33 @@ func joinModes(ms []Mode) string {
 // resolve turns ModeOnceflow into the mode of the given ordering, so that
 // results always say which ordering ran.
 func (m Mode) resolve(o processor.Ordering) Mode {
-	if m != ModeOnceflow {
+	if m.base() != ModeOnceflow {
 		return m
 	}
+	r := ModeSession
 	switch o {
 	case processor.OrderByPartition:
-		return ModePartition
+		r = ModePartition
 	case processor.Unordered:
-		return ModeUnordered
+		r = ModeUnordered
 	}
-	return ModeSession
+	return r + Mode(m.suffix())
 }
 
 // ExactlyOnce reports whether the mode promises exactly-once output, so
 // that a failed verification of it fails the run.
-func (m Mode) ExactlyOnce() bool { return m != ModeALO }
+func (m Mode) ExactlyOnce() bool { return m.base() != ModeALO }
 
 // ordered reports whether the mode keeps each session's order, which
 // verification then checks.
-func (m Mode) ordered() bool { return m != ModeUnordered }
+func (m Mode) ordered() bool { return m.base() != ModeUnordered }
 
 // baseline reports whether the mode is one of franz-go's, which handle
 // records serially and which Config.BaselineMessages caps.
-func (m Mode) baseline() bool { return m == ModeALO || m == ModeGTS }
+func (m Mode) baseline() bool { return m.base() == ModeALO || m.base() == ModeGTS }
 
 func (m Mode) ordering() processor.Ordering {
-	switch m {
+	switch m.base() {
 	case ModePartition:
 		return processor.OrderByPartition
 	case ModeUnordered:

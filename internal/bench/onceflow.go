@@ -17,8 +17,9 @@ import (
 
 // onceflowPipeline runs the processor with the simulated handler.
 type onceflowPipeline struct {
-	p *processor.Processor
-	w *work
+	p   *processor.Processor
+	w   *work
+	obs *observability
 }
 
 func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) {
@@ -72,18 +73,19 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 		}
 		opts = append(opts, processor.WithStateStore(job.StateDir, nil))
 	}
-	p, err := processor.New(opts...)
+	obs := newObservability(job)
+	p, err := processor.New(append(opts, obs.opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &onceflowPipeline{p: p, w: w}, nil
+	return &onceflowPipeline{p: p, w: w, obs: obs}, nil
 }
 
-func (o *onceflowPipeline) run(ctx context.Context) error { return o.p.Run(ctx) }
+func (o *onceflowPipeline) run(ctx context.Context) error { return o.obs.run(ctx, o.p.Run) }
 
 func (o *onceflowPipeline) counters() Counters {
 	s := o.p.Stats()
-	return o.w.count(Counters{Commits: s.Commits, Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds})
+	return o.w.count(Counters{Commits: s.Commits, Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds, Spans: o.obs.spans.Load()})
 }
 
 // stateOutOfStep starts the error of a record whose session counter is not

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -35,6 +36,10 @@ type Job struct {
 	// get killed, so a lost member is noticed soon even if it is not
 	// restarted.
 	SessionTimeout time.Duration `json:"session_timeout"`
+	// Metrics, when set, is where onceflow modes register their metrics
+	// (Runner.Metrics). Workers get none: their metrics stay in their
+	// processes.
+	Metrics prometheus.Registerer `json:"-"`
 }
 
 // Counters are a pipeline's own counts, reported beside the verdict.
@@ -46,6 +51,7 @@ type Counters struct {
 
 	Sleeps     int64 `json:"handler_sleeps,omitempty"`   // simulated handler calls that slept
 	SleptNanos int64 `json:"handler_slept_ns,omitempty"` // their total sleep, as measured
+	Spans      int64 `json:"spans_exported,omitempty"`   // observed modes: spans that reached the exporter
 }
 
 func (c *Counters) add(o Counters) {
@@ -55,6 +61,7 @@ func (c *Counters) add(o Counters) {
 	c.Rebuilds += o.Rebuilds
 	c.Sleeps += o.Sleeps
 	c.SleptNanos += o.SleptNanos
+	c.Spans += o.Spans
 }
 
 // sleepMs is the mean measured handler sleep in milliseconds.
@@ -79,7 +86,7 @@ const maxPoll = 1000
 
 func newPipeline(job Job, log *slog.Logger) (pipeline, error) {
 	w := newWork(job.Latency, job.FaultRate, job.Messages)
-	switch job.Mode {
+	switch job.Mode.base() {
 	case ModeALO:
 		return &aloPipeline{job: job, w: w, log: log}, nil
 	case ModeGTS:

@@ -55,6 +55,9 @@ func notes(pr *message.Printer, w io.Writer, r Result) {
 		}
 		fmt.Fprintln(w)
 	}
+	if r.RatioToUnobserved != nil {
+		pr.Fprintf(w, "%s: %s on: %.3f× the throughput of %s (mean of its runs in this phase)\n", who, r.Mode.instruments(), *r.RatioToUnobserved, r.Mode.base())
+	}
 	if r.HandlerMs > 0 {
 		pr.Fprintf(w, "%s: simulated handler slept %.2f ms on average (timer granularity adds to the asked latency)\n", who, r.HandlerMs)
 	}

@@ -43,6 +43,9 @@ type Result struct {
 	HandlerMs float64  `json:"handler_mean_ms,omitempty"` // measured mean simulated handler time
 	*Peaks
 	Anchor *Anchor `json:"anchor,omitempty"`
+	// RatioToUnobserved, for an observed mode (ObserveSuffix), is its
+	// throughput over the mean of its unobserved twin's runs in the phase.
+	RatioToUnobserved *float64 `json:"ratio_to_unobserved,omitempty"`
 
 	// Stateful: the handler kept a per-session counter in the state store
 	// (-stateful). StateViolations counts the sessions whose final count,
@@ -116,6 +119,7 @@ func setRatios(rs []Result) {
 			alo = r.Throughput
 		}
 	}
+	setObservedRatios(rs)
 	for i := range rs {
 		if gts > 0 {
 			v := rs[i].Throughput / gts
@@ -124,6 +128,25 @@ func setRatios(rs []Result) {
 		if alo > 0 {
 			v := rs[i].Throughput / alo
 			rs[i].RatioToALO = &v
+		}
+	}
+}
+
+// setObservedRatios compares each observed run with the mean throughput
+// of the same mode's unobserved runs: listing the two alternately
+// (-modes onceflow-session,onceflow-session+obs,...) evens out drift.
+func setObservedRatios(rs []Result) {
+	sum, n := map[Mode]float64{}, map[Mode]int{}
+	for _, r := range rs {
+		if !r.Mode.observed() && r.Throughput > 0 {
+			sum[r.Mode] += r.Throughput
+			n[r.Mode]++
+		}
+	}
+	for i, r := range rs {
+		if b := r.Mode.base(); r.Mode.observed() && n[b] > 0 {
+			v := r.Throughput / (sum[b] / float64(n[b]))
+			rs[i].RatioToUnobserved = &v
 		}
 	}
 }

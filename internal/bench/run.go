@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/onceflow/onceflow/internal/readback"
 	"github.com/onceflow/onceflow/internal/verify"
 )
@@ -25,6 +27,10 @@ type Runner struct {
 	// level).
 	WorkerArgs   []string
 	WorkerStderr io.Writer
+	// Metrics, when set, is where in-process onceflow pipelines register
+	// their metrics (eosbench -metrics-addr serves it). Each run's group
+	// names its series apart.
+	Metrics prometheus.Registerer
 }
 
 // Run runs every mode of cfg and returns their results, each with its
@@ -120,7 +126,7 @@ func (r *Runner) runMode(ctx context.Context, cfg Config, idx int, mode Mode, sh
 	if n := cfg.baselineCap(); n > 0 && mode.baseline() {
 		res.Messages, res.Capped = n, true
 	}
-	base := fmt.Sprintf("%s-%d-%s", slug(cfg.Scenario), idx, mode)
+	base := fmt.Sprintf("%s-%d-%s", slug(cfg.Scenario), idx, slug(string(mode)))
 	res.Stateful = cfg.Stateful && !mode.baseline()
 	res.statefulIgnored = cfg.Stateful && mode.baseline()
 	t := &trial{r: r, cfg: cfg, res: &res, input: shared}
