@@ -126,16 +126,37 @@ func (s *Session) end(ctx context.Context, how kgo.TransactionEndTry, rewrite fu
 	if rewrite != nil {
 		ectx = kgo.PreTxnCommitFnContext(ctx, rewrite)
 	}
+	// The member ID End runs under: the group loop cannot rejoin while End
+	// runs (BlockRebalanceOnPoll), so another member ID under our instance
+	// ID afterwards is another process.
+	member, _ := s.gts.Client().GroupMetadata()
 	committed, err := s.gts.End(ectx, how)
 	if err == nil {
 		return committed, nil
 	}
 	// Any End error may come after an EndTxn(commit) reached the
 	// coordinator: never assume either outcome.
-	if s.fencedByNewer(ctx, err) {
+	if s.endFenced(ctx, member, err) {
 		return false, &Error{ClassFenced, "commit", err}
 	}
 	return false, &Error{ClassOutcomeUnknown, "commit", err}
+}
+
+// endFenced judges an End error. Besides fencing errors it asks the group
+// after a timeout: a zombie (stopped past its session while a newer
+// process took its instance ID) wakes with End waiting for a heartbeat
+// that its blocked group loop never sends, so its End times out instead of
+// failing with FENCED_INSTANCE_ID. Rebuilding would then rejoin under the
+// instance ID and fence the newer process in turn (seen in the soak on
+// Kafka 4.2.0: the replacement exited fenced, the zombie ran on).
+func (s *Session) endFenced(ctx context.Context, member string, err error) bool {
+	if errors.Is(err, kerr.FencedInstanceID) {
+		return true
+	}
+	if !isFencing(err) && !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return s.instanceTakenFrom(ctx, member)
 }
 
 // CheckFenced turns an error seen outside Commit (a failed produce, a
@@ -159,6 +180,12 @@ func (s *Session) fencedByNewer(ctx context.Context, err error) bool {
 		return false
 	}
 	ourMember, _ := s.gts.Client().GroupMetadata()
+	return s.instanceTakenFrom(ctx, ourMember)
+}
+
+// instanceTakenFrom reports whether the group lists a static member with
+// our instance ID under a member ID other than ourMember (known, non-empty).
+func (s *Session) instanceTakenFrom(ctx context.Context, ourMember string) bool {
 	if ourMember == "" {
 		return false
 	}
