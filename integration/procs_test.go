@@ -132,6 +132,7 @@ func (f *fleet) problemf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	f.problems = append(f.problems, msg)
 	f.eventLocked("PROBLEM: %s", msg)
+	f.t.Logf("PROBLEM at %v: %s", time.Since(f.t0).Round(time.Millisecond), msg) // at once: a soak runs on for minutes
 }
 
 // start launches a worker with the given instance ID.
@@ -235,6 +236,7 @@ func (f *fleet) watch(p *proc) {
 		msg := fmt.Sprintf("worker %s %s: %s; stderr tail:\n%s", p, bad, how, tailFile(p.logPath, 4000))
 		f.problems = append(f.problems, msg)
 		f.eventLocked("PROBLEM: worker %s %s: %s", p, bad, how)
+		f.t.Logf("PROBLEM at %v: %s", time.Since(f.t0).Round(time.Millisecond), msg)
 	}
 	close(p.done)
 }
