@@ -35,9 +35,10 @@ type Config struct {
 // ClassReset, ClassFenced or ClassOutcomeUnknown it must be closed and, if
 // the caller goes on, replaced by a new Session.
 type Session struct {
-	cfg   Config
-	gts   *kgo.GroupTransactSession
-	inTxn bool
+	cfg    Config
+	gts    *kgo.GroupTransactSession
+	inTxn  bool
+	member string // group member ID when the open transaction began
 }
 
 // NewSession builds the client. Nothing is contacted until the first poll.
@@ -95,7 +96,20 @@ func (s *Session) Begin() error {
 		return classifyProduceErr("begin", err)
 	}
 	s.inTxn = true
+	// The group loop cannot rejoin until the transaction ends
+	// (BlockRebalanceOnPoll): this member ID stays ours until then.
+	s.member, _ = s.gts.Client().GroupMetadata()
 	return nil
+}
+
+// FlushFailed classifies a failed flush of the open transaction's records
+// (nothing was committed): ClassFenced if it timed out or was fenced while
+// a newer process holds our instance ID (see endFenced), else ClassReset.
+func (s *Session) FlushFailed(ctx context.Context, err error) *Error {
+	if s.endFenced(ctx, s.member, err) {
+		return &Error{ClassFenced, "flush", err}
+	}
+	return &Error{ClassReset, "flush", err}
 }
 
 // Produce sends r in the open transaction.
@@ -122,14 +136,18 @@ func (s *Session) Abort(ctx context.Context) error {
 
 func (s *Session) end(ctx context.Context, how kgo.TransactionEndTry, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error) {
 	s.inTxn = false
+	defer func() { s.member = "" }()
 	ectx := ctx
 	if rewrite != nil {
 		ectx = kgo.PreTxnCommitFnContext(ctx, rewrite)
 	}
-	// The member ID End runs under: the group loop cannot rejoin while End
-	// runs (BlockRebalanceOnPoll), so another member ID under our instance
-	// ID afterwards is another process.
-	member, _ := s.gts.Client().GroupMetadata()
+	// The member ID the transaction ran under: the group loop cannot rejoin
+	// before End returns (BlockRebalanceOnPoll), so another member ID under
+	// our instance ID afterwards is another process.
+	member := s.member
+	if member == "" {
+		member, _ = s.gts.Client().GroupMetadata()
+	}
 	committed, err := s.gts.End(ectx, how)
 	if err == nil {
 		return committed, nil

@@ -30,7 +30,7 @@ func joined(t *testing.T, poll func(context.Context), cl *kgo.Client) string {
 	return ""
 }
 
-// TestEndTimeoutOfReplacedZombie: a zombie whose End times out (its group
+// TestEndTimeoutOfReplacedZombie: a zombie whose End (or flush) times out (its group
 // loop is blocked, so the FENCED_INSTANCE_ID of its heartbeat never
 // surfaces) while a newer process holds its instance ID is fenced, not an
 // unknown outcome: rebuilding would rejoin under the instance ID and fence
@@ -51,9 +51,15 @@ func TestEndTimeoutOfReplacedZombie(t *testing.T) {
 		defer zombie.Close()
 		old := joined(t, func(ctx context.Context) { zombie.Poll(ctx, 10) }, zombie.Client())
 
+		if err := zombie.Begin(); err != nil {
+			t.Fatal(err)
+		}
 		timeout := context.DeadlineExceeded
 		if zombie.endFenced(context.Background(), old, timeout) {
 			t.Fatal("End timeout judged fenced while this member still holds the instance ID")
+		}
+		if e := zombie.FlushFailed(context.Background(), timeout); e.Class != ClassReset {
+			t.Fatalf("flush timeout while this member still holds the instance ID: %v, want reset", e.Class)
 		}
 
 		newer := c.Client(t, kgo.ConsumerGroup(group), kgo.InstanceID("x"), kgo.ConsumeTopics(topic),
@@ -64,6 +70,9 @@ func TestEndTimeoutOfReplacedZombie(t *testing.T) {
 		}
 		if !zombie.endFenced(context.Background(), old, timeout) {
 			t.Errorf("End timeout under member %s, instance now held by %s: judged outcome-unknown, want fenced", old, mNew)
+		}
+		if e := zombie.FlushFailed(context.Background(), timeout); e.Class != ClassFenced {
+			t.Errorf("flush timeout of a transaction begun under %s, instance now held by %s: %v, want fenced", old, mNew, e.Class)
 		}
 		if zombie.endFenced(context.Background(), old, errors.New("i/o timeout")) {
 			t.Error("a non-timeout, non-fencing End error judged fenced")
