@@ -32,7 +32,7 @@ type workerConfig struct {
 	drainTimeout     time.Duration
 	handlerLatency   time.Duration
 	poisonEvery      int
-	stateful         bool // -state-dir: per-session counts in a state store (see stateful_test.go)
+	stateful         bool // -state-dir: per-session counts in a state store (see faults_stateful_test.go)
 }
 
 // config is one run's pipeline and load.
