@@ -153,6 +153,9 @@ func (e *env) waitAccounted(produced int) waitResult {
 		if now.After(deadline) || now.Sub(lastProgress) > stallBound {
 			return waitHung
 		}
+		if now.Sub(lastProgress) > 2*e.cfg.worker.sessionTimeout {
+			e.reapDead() // kfake only
+		}
 		if now.After(nextLog) {
 			e.t.Logf("waiting: %d of %d inputs accounted for (%d records, %d duplicates so far), %d workers running",
 				distinct, produced, records, dups, len(e.fleet.live()))

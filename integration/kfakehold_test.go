@@ -3,6 +3,10 @@ package integration
 import (
 	"context"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
 )
 
 // rebalanceHold works around kfake's classic group coordinator in the soak
@@ -64,4 +68,40 @@ func (h *rebalanceHold) check(e *env, bound time.Duration) {
 	h.held += d
 	h.since = time.Time{}
 	e.fleet.eventf("kfake hold over after %v: group %s", d.Round(100*time.Millisecond), state)
+}
+
+// reapDead works around the other half of finding 5 on kfake only: a
+// worker that died before its first JoinGroup answer reached it (SIGKILLed
+// moments after starting) never expires there, and once the group is
+// stable it keeps its partitions forever (TestKillRestart hung so: input 5
+// assigned to a retired instance, SIGKILLed 1.3 s after it started). Kafka
+// expires such a member after the session timeout
+// (TestCoordinatorExpiresUnreachableJoiner). The harness does the same on
+// kfake: a static member whose instance has had no running process for
+// twice the session timeout is removed with LeaveGroup, as Kafka's session
+// expiry would have. The count goes to the timeline.
+func (e *env) reapDead() {
+	if kafkatest.Real() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gs, err := e.c.Admin.DescribeGroups(ctx, e.group)
+	if err != nil {
+		return
+	}
+	var dead []string
+	for _, m := range gs[e.group].Members {
+		if m.InstanceID == nil {
+			continue
+		}
+		if d, ok := e.fleet.deadFor(*m.InstanceID); ok && d > 2*e.cfg.worker.sessionTimeout {
+			dead = append(dead, *m.InstanceID)
+		}
+	}
+	if len(dead) == 0 {
+		return
+	}
+	_, err = e.c.Admin.LeaveGroup(ctx, kadm.LeaveGroup(e.group).InstanceIDs(dead...).Reason("kfake: dead member never expired (finding 5)"))
+	e.fleet.eventf("kfake: removed members of dead instances %v, which kfake never expired (err %v)", dead, err)
 }

@@ -60,6 +60,7 @@ type proc struct {
 	exitCode int  // -1 when ended by a signal
 	exitSig  string
 	result   *workerResult
+	ended    time.Time
 }
 
 func (p *proc) String() string { return fmt.Sprintf("%s#%d(pid %d)", p.instance, p.serial, p.pid) }
@@ -198,7 +199,7 @@ func (f *fleet) watch(p *proc) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p.exitCode, p.exitSig, p.result = code, sig, res
+	p.exitCode, p.exitSig, p.result, p.ended = code, sig, res, time.Now()
 	delete(f.running, p.serial)
 	if res != nil {
 		f.results = append(f.results, *res)
@@ -496,4 +497,27 @@ func quitDump(path string) string {
 		b = append(b[:max:max], "\n… (truncated; full dump in the kept worker log)"...)
 	}
 	return string(b)
+}
+
+// deadFor reports how long no process has run with the instance ID (false
+// while one runs, or if none ever did).
+func (f *fleet) deadFor(instance string) (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var last time.Time
+	for _, p := range f.all {
+		if p.instance != instance {
+			continue
+		}
+		if _, running := f.running[p.serial]; running {
+			return 0, false
+		}
+		if p.ended.After(last) {
+			last = p.ended
+		}
+	}
+	if last.IsZero() {
+		return 0, false
+	}
+	return time.Since(last), true
 }

@@ -108,6 +108,7 @@ func TestSoak(t *testing.T) {
 		}
 		if !kafkatest.Real() {
 			hold.check(e, 2*time.Minute)
+			e.reapDead()
 		}
 		switch r := e.rng.IntN(100); {
 		case brokers && time.Now().After(nextBroker):
