@@ -153,6 +153,9 @@ func (e *env) waitAccounted(produced int) waitResult {
 		if now.After(deadline) || now.Sub(lastProgress) > stallBound {
 			return waitHung
 		}
+		if now.Sub(lastProgress) > 2*e.cfg.worker.sessionTimeout {
+			e.reapDead() // kfake only
+		}
 		if now.After(nextLog) {
 			e.t.Logf("waiting: %d of %d inputs accounted for (%d records, %d duplicates so far), %d workers running",
 				distinct, produced, records, dups, len(e.fleet.live()))
@@ -299,10 +302,11 @@ func (e *env) check(produced int) outcome {
 			badDLQ = append(badDLQ, fmt.Sprintf("%s reason=%q error=%q", e.describe(r, p), reason, header(r, processor.HeaderError)))
 		}
 	}
+	badState := e.checkState(outs)
 	rep := ch.Report()
 	o := outcome{inputs: produced, report: rep}
 	ok := rep.ExactlyOnce() && rep.Outputs+rep.DLQ == produced &&
-		len(badDLQ) == 0 && len(poisonOut) == 0 && len(wrongKey) == 0
+		len(badDLQ) == 0 && len(poisonOut) == 0 && len(wrongKey) == 0 && len(badState) == 0
 	if ok {
 		return o
 	}
@@ -318,6 +322,7 @@ func (e *env) check(produced int) outcome {
 	listf("unexpected dead letters", badDLQ)
 	listf("outputs of poison records", poisonOut)
 	listf("outputs under the wrong key", wrongKey)
+	listf("outputs whose session state disagrees with the committed outputs before them", badState)
 	e.evidence(produced, outs, dlqs)
 	e.fleet.logTimeline(t, 400)
 	return o

@@ -32,6 +32,7 @@ type workerConfig struct {
 	drainTimeout     time.Duration
 	handlerLatency   time.Duration
 	poisonEvery      int
+	stateful         bool // -state-dir: per-session counts in a state store (see faults_stateful_test.go)
 }
 
 // config is one run's pipeline and load.
@@ -117,6 +118,9 @@ func newEnv(t *testing.T, cfg config) *env {
 		"-log-level", *wLevel,
 		"-kgo-log-level", *kgoLevel,
 		"-max-kafka-version", *wMaxVer,
+	}
+	if w.stateful {
+		args = append(args, "-state-dir", t.TempDir())
 	}
 	e.fleet = newFleet(t, bin, args, e.t0)
 	e.ctx, e.cancel = context.WithCancel(context.Background())

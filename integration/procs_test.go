@@ -60,6 +60,7 @@ type proc struct {
 	exitCode int  // -1 when ended by a signal
 	exitSig  string
 	result   *workerResult
+	ended    time.Time
 }
 
 func (p *proc) String() string { return fmt.Sprintf("%s#%d(pid %d)", p.instance, p.serial, p.pid) }
@@ -132,6 +133,7 @@ func (f *fleet) problemf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	f.problems = append(f.problems, msg)
 	f.eventLocked("PROBLEM: %s", msg)
+	f.t.Logf("PROBLEM at %v: %s", time.Since(f.t0).Round(time.Millisecond), msg) // at once: a soak runs on for minutes
 }
 
 // start launches a worker with the given instance ID.
@@ -197,7 +199,7 @@ func (f *fleet) watch(p *proc) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p.exitCode, p.exitSig, p.result = code, sig, res
+	p.exitCode, p.exitSig, p.result, p.ended = code, sig, res, time.Now()
 	delete(f.running, p.serial)
 	if res != nil {
 		f.results = append(f.results, *res)
@@ -235,6 +237,7 @@ func (f *fleet) watch(p *proc) {
 		msg := fmt.Sprintf("worker %s %s: %s; stderr tail:\n%s", p, bad, how, tailFile(p.logPath, 4000))
 		f.problems = append(f.problems, msg)
 		f.eventLocked("PROBLEM: worker %s %s: %s", p, bad, how)
+		f.t.Logf("PROBLEM at %v: %s", time.Since(f.t0).Round(time.Millisecond), msg)
 	}
 	close(p.done)
 }
@@ -494,4 +497,27 @@ func quitDump(path string) string {
 		b = append(b[:max:max], "\n… (truncated; full dump in the kept worker log)"...)
 	}
 	return string(b)
+}
+
+// deadFor reports how long no process has run with the instance ID (false
+// while one runs, or if none ever did).
+func (f *fleet) deadFor(instance string) (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var last time.Time
+	for _, p := range f.all {
+		if p.instance != instance {
+			continue
+		}
+		if _, running := f.running[p.serial]; running {
+			return 0, false
+		}
+		if p.ended.After(last) {
+			last = p.ended
+		}
+	}
+	if last.IsZero() {
+		return 0, false
+	}
+	return time.Since(last), true
 }

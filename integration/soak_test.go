@@ -43,6 +43,8 @@ type soakTotals struct {
 	Rebuilds        int64   `json:"rebuilds_clean_exits"`
 	Reprocessed     int64   `json:"reprocessed_clean_exits"`
 	SettleSeconds   float64 `json:"settle_seconds"`
+	KfakeHolds      int     `json:"kfake_holds,omitempty"`
+	KfakeHeldSecs   float64 `json:"kfake_held_seconds,omitempty"`
 }
 
 // sampleLiveness reports (with a goroutine dump) a running worker that was
@@ -98,10 +100,15 @@ func TestSoak(t *testing.T) {
 	end := time.Now().Add(*soakFor)
 	nextProgress := time.Now().Add(30 * time.Second)
 	outOfGroup := make(map[*proc]int) // consecutive progress ticks a running worker was not a member
+	var hold rebalanceHold            // kfake only: see kfakehold_test.go
 	e.sleep(2 * time.Second)
 	for time.Now().Before(end) {
 		if !e.sleep(e.randDur(time.Second, 3*time.Second)) {
 			break
+		}
+		if !kafkatest.Real() {
+			hold.check(e, 2*time.Minute)
+			e.reapDead()
 		}
 		switch r := e.rng.IntN(100); {
 		case brokers && time.Now().After(nextBroker):
@@ -123,9 +130,9 @@ func TestSoak(t *testing.T) {
 			e.sampleLiveness(outOfGroup)
 			distinct, dups, records := e.track.status()
 			c, problems, _, _ := e.fleet.snapshot()
-			t.Logf("soak %v/%v: %d inputs, %d accounted for (%d records, %d duplicates so far); running %d; starts %d kills %d stops %d terms %d broker restarts %d; problems %d",
+			t.Logf("soak %v/%v: %d inputs, %d accounted for (%d records, %d duplicates so far); running %d; starts %d kills %d stops %d terms %d broker restarts %d; kfake holds %d (%v); problems %d",
 				time.Since(e.t0).Round(time.Second), *soakFor, e.feed.count(), distinct, records, dups, len(e.fleet.live()),
-				c.Starts, c.Kills, c.Stops, c.Terms, c.BrokerRestarts, len(problems))
+				c.Starts, c.Kills, c.Stops, c.Terms, c.BrokerRestarts, hold.holds, hold.held.Round(time.Second), len(problems))
 		}
 	}
 	e.waitFaults()
@@ -142,6 +149,7 @@ func TestSoak(t *testing.T) {
 		ExactlyOnce: r.ExactlyOnce() && r.Outputs+r.DLQ == r.Inputs,
 		Aborts:      o.totals.Aborts, Rebuilds: o.totals.Rebuilds, Reprocessed: o.totals.Reprocessed,
 		SettleSeconds: time.Since(t0).Seconds(),
+		KfakeHolds:    hold.holds, KfakeHeldSecs: hold.held.Seconds(),
 	}
 	b, _ := json.MarshalIndent(tot, "", "  ")
 	t.Logf("SOAK TOTALS\n%s", b)

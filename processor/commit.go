@@ -23,7 +23,9 @@ func (l *lifetime) commit(ctx context.Context) error {
 	err := l.s.Client().Flush(fctx)
 	cancel()
 	if err != nil {
-		return &txn.Error{Class: txn.ClassReset, Op: "flush", Err: err}
+		// A zombie's flush can time out too: it must stop, not rebuild and
+		// take its instance ID back (finding 6).
+		return l.s.FlushFailed(ctx, err)
 	}
 	l.mu.Lock()
 	perr := l.produceErr

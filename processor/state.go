@@ -3,12 +3,14 @@ package processor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/statestore"
@@ -205,7 +207,8 @@ func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, er
 		if err == nil {
 			err = resp.Err
 		}
-		if err != nil {
+		// Another instance starting at the same time created it first.
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return nil, fmt.Errorf("processor: creating changelog %s: %w", name, err)
 		}
 	}

@@ -35,9 +35,10 @@ type Config struct {
 // ClassReset, ClassFenced or ClassOutcomeUnknown it must be closed and, if
 // the caller goes on, replaced by a new Session.
 type Session struct {
-	cfg   Config
-	gts   *kgo.GroupTransactSession
-	inTxn bool
+	cfg    Config
+	gts    *kgo.GroupTransactSession
+	inTxn  bool
+	member string // group member ID when the open transaction began
 }
 
 // NewSession builds the client. Nothing is contacted until the first poll.
@@ -95,7 +96,20 @@ func (s *Session) Begin() error {
 		return classifyProduceErr("begin", err)
 	}
 	s.inTxn = true
+	// The group loop cannot rejoin until the transaction ends
+	// (BlockRebalanceOnPoll): this member ID stays ours until then.
+	s.member, _ = s.gts.Client().GroupMetadata()
 	return nil
+}
+
+// FlushFailed classifies a failed flush of the open transaction's records
+// (nothing was committed): ClassFenced if it timed out or was fenced while
+// a newer process holds our instance ID (see endFenced), else ClassReset.
+func (s *Session) FlushFailed(ctx context.Context, err error) *Error {
+	if s.endFenced(ctx, s.member, err) {
+		return &Error{ClassFenced, "flush", err}
+	}
+	return &Error{ClassReset, "flush", err}
 }
 
 // Produce sends r in the open transaction.
@@ -122,9 +136,17 @@ func (s *Session) Abort(ctx context.Context) error {
 
 func (s *Session) end(ctx context.Context, how kgo.TransactionEndTry, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error) {
 	s.inTxn = false
+	defer func() { s.member = "" }()
 	ectx := ctx
 	if rewrite != nil {
 		ectx = kgo.PreTxnCommitFnContext(ctx, rewrite)
+	}
+	// The member ID the transaction ran under: the group loop cannot rejoin
+	// before End returns (BlockRebalanceOnPoll), so another member ID under
+	// our instance ID afterwards is another process.
+	member := s.member
+	if member == "" {
+		member, _ = s.gts.Client().GroupMetadata()
 	}
 	committed, err := s.gts.End(ectx, how)
 	if err == nil {
@@ -132,10 +154,27 @@ func (s *Session) end(ctx context.Context, how kgo.TransactionEndTry, rewrite fu
 	}
 	// Any End error may come after an EndTxn(commit) reached the
 	// coordinator: never assume either outcome.
-	if s.fencedByNewer(ctx, err) {
+	if s.endFenced(ctx, member, err) {
 		return false, &Error{ClassFenced, "commit", err}
 	}
 	return false, &Error{ClassOutcomeUnknown, "commit", err}
+}
+
+// endFenced judges an End error. Besides fencing errors it asks the group
+// after a timeout: a zombie (stopped past its session while a newer
+// process took its instance ID) wakes with End waiting for a heartbeat
+// that its blocked group loop never sends, so its End times out instead of
+// failing with FENCED_INSTANCE_ID. Rebuilding would then rejoin under the
+// instance ID and fence the newer process in turn (seen in the soak on
+// Kafka 4.2.0: the replacement exited fenced, the zombie ran on).
+func (s *Session) endFenced(ctx context.Context, member string, err error) bool {
+	if errors.Is(err, kerr.FencedInstanceID) {
+		return true
+	}
+	if !isFencing(err) && !errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return s.instanceTakenFrom(ctx, member)
 }
 
 // CheckFenced turns an error seen outside Commit (a failed produce, a
@@ -159,6 +198,12 @@ func (s *Session) fencedByNewer(ctx context.Context, err error) bool {
 		return false
 	}
 	ourMember, _ := s.gts.Client().GroupMetadata()
+	return s.instanceTakenFrom(ctx, ourMember)
+}
+
+// instanceTakenFrom reports whether the group lists a static member with
+// our instance ID under a member ID other than ourMember (known, non-empty).
+func (s *Session) instanceTakenFrom(ctx context.Context, ourMember string) bool {
 	if ourMember == "" {
 		return false
 	}

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -68,6 +69,7 @@ type flags struct {
 	poisonEvery                            uint64
 	ordering, logLevel, kgoLogLevel        string
 	maxVersion                             string
+	stateDir                               string
 }
 
 func parseFlags(args []string) (flags, error) {
@@ -91,6 +93,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "warn", "processor log level: debug, info, warn, error")
 	fs.StringVar(&f.maxVersion, "max-kafka-version", "", "pin franz-go's request versions to a Kafka release (3.9, 4.0 … 4.4; empty: negotiate)")
 	fs.StringVar(&f.kgoLogLevel, "kgo-log-level", "none", "franz-go client log level: none, error, warn, info, debug")
+	fs.StringVar(&f.stateDir, "state-dir", "", "stateful mode: keep a per-session record count in a state store under a new directory in this one, and put the count before each record into its output's "+HeaderStateCount+" header (empty: stateless copy)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -127,7 +130,7 @@ func run() int {
 		processor.WithInstanceID(f.instance),
 		processor.WithInputTopics(split(f.in)...),
 		processor.WithOutputTopic(f.out),
-		processor.WithHandler(handler(f.handlerLatency, f.poisonEvery)),
+		processor.WithHandler(handler(f.handlerLatency, f.poisonEvery, f.stateDir != "")),
 		processor.WithCommitInterval(f.commitInterval),
 		processor.WithSessionTimeout(f.sessionTimeout),
 		processor.WithRebalanceTimeout(f.rebalanceTimeout),
@@ -171,6 +174,18 @@ func run() int {
 		opts = append(opts, processor.WithKgoOpts(kgo.MaxVersions(v())))
 	}
 
+	if f.stateDir != "" {
+		// A fresh directory per process: a restarted instance rebuilds its
+		// state from the changelog, as after losing its disk.
+		dir, err := os.MkdirTemp(f.stateDir, f.instance+"-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker: -state-dir:", err)
+			return exitUsage
+		}
+		defer os.RemoveAll(dir)
+		opts = append(opts, processor.WithStateStore(dir, nil))
+	}
+
 	p, err := processor.New(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
@@ -203,7 +218,12 @@ func run() int {
 
 // handler copies the input value to the default output topic (key: the
 // input key), after latency, failing permanently on poison records.
-func handler(latency time.Duration, poisonEvery uint64) processor.Handler {
+// HeaderStateCount carries, in stateful mode, how many records of the
+// output's session the state had counted before this one: with exactly-once
+// state it equals the number of the session's outputs before it.
+const HeaderStateCount = "onceflow-test-state-count"
+
+func handler(latency time.Duration, poisonEvery uint64, stateful bool) processor.Handler {
 	return func(ctx context.Context, r *kgo.Record, out processor.Emitter) error {
 		if latency > 0 {
 			t := time.NewTimer(latency)
@@ -223,7 +243,25 @@ func handler(latency time.Duration, poisonEvery uint64) processor.Handler {
 				return processor.Permanent(fmt.Errorf("%s: id %d", poisonError, pl.ID))
 			}
 		}
-		out.Emit(&kgo.Record{Value: r.Value})
+		if !stateful {
+			out.Emit(&kgo.Record{Value: r.Value})
+			return nil
+		}
+		// Poison inputs returned above, before touching state: their
+		// dead letters do not count.
+		st := processor.StateFrom(ctx)
+		v, _, err := st.Get(r.Key)
+		if err != nil {
+			return err
+		}
+		var n uint64
+		if len(v) > 0 {
+			if n, err = strconv.ParseUint(string(v), 10, 64); err != nil {
+				return processor.Permanent(fmt.Errorf("state of %q: %w", r.Key, err))
+			}
+		}
+		st.Set(r.Key, strconv.AppendUint(nil, n+1, 10))
+		out.Emit(&kgo.Record{Value: r.Value, Headers: []kgo.RecordHeader{{Key: HeaderStateCount, Value: strconv.AppendUint(nil, n, 10)}}})
 		return nil
 	}
 }

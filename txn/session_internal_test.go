@@ -1,0 +1,84 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// joined polls until cl is a group member and returns its member ID.
+func joined(t *testing.T, poll func(context.Context), cl *kgo.Client) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		poll(ctx)
+		cancel()
+		if m, _ := cl.GroupMetadata(); m != "" {
+			return m
+		}
+	}
+	t.Fatal("never joined the group")
+	return ""
+}
+
+// TestEndTimeoutOfReplacedZombie: a zombie whose End (or flush) times out (its group
+// loop is blocked, so the FENCED_INSTANCE_ID of its heartbeat never
+// surfaces) while a newer process holds its instance ID is fenced, not an
+// unknown outcome: rebuilding would rejoin under the instance ID and fence
+// the newer process (seen in the soak on Kafka 4.2.0, docs/reliability.md
+// finding 6). Without a newer holder the timeout stays outcome-unknown.
+func TestEndTimeoutOfReplacedZombie(t *testing.T) {
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		topic := c.CreateTopic(t, "in", 2, nil)
+		group := kafkatest.Name(t, "g")
+		cfg := Config{
+			Brokers: c.Brokers, Group: group, InstanceID: "x", Topics: []string{topic},
+			TransactionTimeout: 10 * time.Second, SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second,
+		}
+		zombie, err := NewSession(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zombie.Close()
+		old := joined(t, func(ctx context.Context) { zombie.Poll(ctx, 10) }, zombie.Client())
+
+		if err := zombie.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		timeout := context.DeadlineExceeded
+		if zombie.endFenced(context.Background(), old, timeout) {
+			t.Fatal("End timeout judged fenced while this member still holds the instance ID")
+		}
+		if e := zombie.FlushFailed(context.Background(), timeout); e.Class != ClassReset {
+			t.Fatalf("flush timeout while this member still holds the instance ID: %v, want reset", e.Class)
+		}
+
+		newer := c.Client(t, kgo.ConsumerGroup(group), kgo.InstanceID("x"), kgo.ConsumeTopics(topic),
+			kgo.SessionTimeout(6*time.Second))
+		mNew := joined(t, func(ctx context.Context) { newer.PollFetches(ctx) }, newer)
+		if mNew == old {
+			t.Fatalf("the newer client kept the old member ID %s", old)
+		}
+		if !zombie.endFenced(context.Background(), old, timeout) {
+			t.Errorf("End timeout under member %s, instance now held by %s: judged outcome-unknown, want fenced", old, mNew)
+		}
+		if e := zombie.FlushFailed(context.Background(), timeout); e.Class != ClassFenced {
+			t.Errorf("flush timeout of a transaction begun under %s, instance now held by %s: %v, want fenced", old, mNew, e.Class)
+		}
+		if zombie.endFenced(context.Background(), old, errors.New("i/o timeout")) {
+			t.Error("a non-timeout, non-fencing End error judged fenced")
+		}
+		if zombie.endFenced(context.Background(), "", timeout) {
+			t.Error("unknown own member ID judged fenced")
+		}
+	})
+}
