@@ -97,6 +97,7 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 		TransactionTimeout: cfg.txnTimeout,
 		SessionTimeout:     cfg.sessionTimeout,
 		RebalanceTimeout:   cfg.rebalanceTimeout,
+		Incarnation:        p.incarnation,
 		ClientOpts: append(clientOpts,
 			kgo.OnOffsetsFetched(l.onOffsetsFetched),
 			kgo.OnPartitionsRevoked(l.onRevoked),

@@ -20,7 +20,12 @@ import (
 type Processor struct {
 	cfg config
 	ran atomic.Bool
-	gen atomic.Uint64 // source of partition generations
+	// incarnation is Run's start time (Unix ns, wall clock: it is compared
+	// with other processes', which an injected clock would not allow), kept
+	// across client rebuilds so that a zombie keeps its old one: see
+	// txn.ClientID.
+	incarnation int64
+	gen         atomic.Uint64 // source of partition generations
 
 	compMu   sync.Mutex
 	comps    []*item
@@ -98,6 +103,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
+	p.incarnation = time.Now().UnixNano()
 	defer p.d.stop()
 	if p.cfg.stateDir != "" {
 		ids, err := ensureChangelogs(ctx, &p.cfg)

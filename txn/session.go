@@ -27,6 +27,13 @@ type Config struct {
 	SessionTimeout     time.Duration // session.timeout.ms
 	RebalanceTimeout   time.Duration // max.poll.interval.ms for rebalances
 
+	// Incarnation identifies this process among processes with the same
+	// instance ID: its start time (Unix nanoseconds), the same for every
+	// session the process builds. The client ID carries it (see ClientID)
+	// unless ClientOpts set their own. 0: unknown, any other member with
+	// our instance ID counts as newer.
+	Incarnation int64
+
 	// ClientOpts are appended last: callbacks, TLS, SASL, logging.
 	ClientOpts []kgo.Opt
 }
@@ -62,6 +69,10 @@ func NewSession(cfg Config) (*Session, error) {
 		// As the Java client's fetch.max.wait.ms: a partition resumed after
 		// backpressure waits at most this for a fetch already in flight.
 		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	if cfg.Incarnation > 0 {
+		// Before ClientOpts, so that a user's kgo.ClientID wins.
+		opts = append(opts, kgo.ClientID(ClientID(cfg.InstanceID, cfg.Incarnation)))
 	}
 	gts, err := kgo.NewGroupTransactSession(append(opts, cfg.ClientOpts...)...)
 	if err != nil {
@@ -169,12 +180,12 @@ func (s *Session) end(ctx context.Context, how kgo.TransactionEndTry, rewrite fu
 // Kafka 4.2.0: the replacement exited fenced, the zombie ran on).
 func (s *Session) endFenced(ctx context.Context, member string, err error) bool {
 	if errors.Is(err, kerr.FencedInstanceID) {
-		return true
+		return s.otherHolder(ctx, member) != holderOlder
 	}
 	if !isFencing(err) && !errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	return s.instanceTakenFrom(ctx, member)
+	return s.otherHolder(ctx, member) == holderNewer
 }
 
 // CheckFenced turns an error seen outside Commit (a failed produce, a
@@ -189,38 +200,50 @@ func (s *Session) CheckFenced(ctx context.Context, op string, err error) *Error 
 // fencedByNewer tells a newer holder of our identity (stop) from other
 // fencing (timeouts, rebalance races: rebuild and go on). The group is the
 // judge: a static member with our instance ID but another member ID has
-// replaced us.
+// replaced us, unless its incarnation is older than ours.
 func (s *Session) fencedByNewer(ctx context.Context, err error) bool {
-	if errors.Is(err, kerr.FencedInstanceID) {
-		return true
-	}
 	if !isFencing(err) {
-		return false
+		return false // FENCED_INSTANCE_ID is fencing
 	}
 	ourMember, _ := s.gts.Client().GroupMetadata()
-	return s.instanceTakenFrom(ctx, ourMember)
+	return s.endFenced(ctx, ourMember, err)
 }
 
-// instanceTakenFrom reports whether the group lists a static member with
-// our instance ID under a member ID other than ourMember (known, non-empty).
-func (s *Session) instanceTakenFrom(ctx context.Context, ourMember string) bool {
-	if ourMember == "" {
-		return false
-	}
+// holder is what the group says about who holds our instance ID.
+type holder int
+
+const (
+	holderUnknown holder = iota // nobody else, or the group could not be asked
+	holderNewer                 // another member ID, not known to be older: we were replaced
+	holderOlder                 // an older process that rejoined after we were expelled
+)
+
+// otherHolder asks the group who holds our instance ID. A holder with an
+// older incarnation than ours is a zombie that came back while we were
+// expelled (finding 8): we rejoin, static membership replaces its member,
+// and its next commit or heartbeat finds it fenced. Any other holder under
+// a member ID other than ourMember (known, non-empty) is newer.
+func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	groups, derr := kadm.NewClient(s.gts.Client()).DescribeGroups(ctx, s.cfg.Group)
 	if derr != nil {
-		return false
+		return holderUnknown
 	}
 	for _, g := range groups {
 		for _, m := range g.Members {
-			if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID && m.MemberID != ourMember {
-				return true
+			if m.InstanceID == nil || *m.InstanceID != s.cfg.InstanceID {
+				continue
+			}
+			switch {
+			case !holderIsNewer(s.cfg.Incarnation, s.cfg.InstanceID, m.ClientID):
+				return holderOlder
+			case ourMember != "" && m.MemberID != ourMember:
+				return holderNewer
 			}
 		}
 	}
-	return false
+	return holderUnknown
 }
 
 // Close closes the client. A static member does not leave the group on
