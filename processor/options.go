@@ -249,11 +249,11 @@ func WithClock(cl Clock) Opt { return func(c *config) { c.clock = cl } }
 // WithKgoOpts passes options to the franz-go client (TLS, SASL, client ID,
 // logging). Options that conflict with the processor's own (group,
 // transactional ID, isolation level) are overridden by later options:
-// pass them with care. The default client ID is
-// "onceflow/<instance ID>/<start time in Unix ns>" (see txn.ClientID): it
-// lets a process tell a newer holder of its instance ID from an older one
-// that came back. A client ID set here wins; a process then counts any
-// other member with its instance ID as newer.
+// pass them with care. The processor appends its start time to franz-go's
+// default balancer's JoinGroup metadata, so that a process can tell a
+// newer holder of its instance ID from an older one that came back
+// (txn.Config.Incarnation); with kgo.Balancers set here it cannot, and
+// counts any other member with its instance ID as newer.
 func WithKgoOpts(opts ...kgo.Opt) Opt {
 	return func(c *config) { c.kgoOpts = append(c.kgoOpts, opts...) }
 }

@@ -1,17 +1,21 @@
 package txn
 
 import (
-	"strconv"
-	"strings"
+	"bytes"
+	"encoding/binary"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Incarnations tell two live processes with one instance ID apart. Static
 // membership lets the latest joiner hold an instance ID, so when a newer
 // process is expelled and the zombie it replaced wakes and rejoins, the
 // group alone cannot say which of the two is the newer one
-// (docs/reliability.md finding 8). Each process therefore puts its start
-// time in its client ID, which the group reports per member
-// (DescribeGroups).
+// (docs/reliability.md finding 8). Each process therefore appends its
+// start time to the member metadata of its JoinGroup requests, which the
+// group reports per member (DescribeGroups). Not the client ID: Kafka
+// (4.2.0) keeps the first joiner's client ID when a static member is
+// replaced, while it stores each join's protocol metadata.
 //
 // Clock skew between hosts matters only in that race (an older process
 // that came back while the newer one was expelled): a newer process whose
@@ -21,44 +25,48 @@ import (
 // other until a session lapses. Exactly-once is not at stake (each
 // rejoin bumps the transactional epoch), only which of the two goes on.
 
-// clientIDPrefix starts the client IDs that carry an incarnation.
-const clientIDPrefix = "onceflow/"
+// incarnationMagic ends the metadata trailer: incarnation (8 bytes, big
+// endian, Unix nanoseconds), then this. Consumer protocol metadata
+// (ConsumerMemberMetadata v0-v3, not flexible) is read field by field by
+// franz-go, Java and the broker, which ignore trailing bytes.
+var incarnationMagic = []byte("\x00onceflow.incarnation.v1")
 
-// ClientID is the client ID of a session of instanceID started at
-// incarnation: "onceflow/<instanceID>/<incarnation>", the incarnation in
-// decimal nanoseconds since the Unix epoch. Instance IDs may contain '/':
-// the incarnation is after the last one.
-func ClientID(instanceID string, incarnation int64) string {
-	return clientIDPrefix + instanceID + "/" + strconv.FormatInt(incarnation, 10)
+// incarnationTrailer is what JoinGroup metadata gets appended.
+func incarnationTrailer(incarnation int64) []byte {
+	return append(binary.BigEndian.AppendUint64(nil, uint64(incarnation)), incarnationMagic...)
 }
 
-// parseIncarnation returns the incarnation in clientID if it is a ClientID
-// of instanceID, else 0 (unknown: a client ID set by the user, or another
-// client).
-func parseIncarnation(clientID, instanceID string) int64 {
-	rest, ok := strings.CutPrefix(clientID, clientIDPrefix)
-	if !ok {
+// parseIncarnation returns the incarnation at the end of a member's
+// JoinGroup metadata, or 0 (unknown: no trailer, e.g. the user chose the
+// balancers).
+func parseIncarnation(meta []byte) int64 {
+	rest, ok := bytes.CutSuffix(meta, incarnationMagic)
+	if !ok || len(rest) < 8 {
 		return 0
 	}
-	i := strings.LastIndexByte(rest, '/')
-	if i < 0 || rest[:i] != instanceID {
-		return 0
-	}
-	n, err := strconv.ParseInt(rest[i+1:], 10, 64)
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return n
+	n := int64(binary.BigEndian.Uint64(rest[len(rest)-8:]))
+	return max(n, 0)
+}
+
+// incarnationBalancer appends the trailer to its balancer's metadata;
+// everything else, the protocol name included, is the balancer's.
+type incarnationBalancer struct {
+	kgo.GroupBalancer
+	trailer []byte
+}
+
+func (b incarnationBalancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
+	return append(b.GroupBalancer.JoinGroupMetadata(interests, current, generation), b.trailer...)
 }
 
 // holderIsNewer decides, for a member holding our instance ID under
 // another member ID, whether it is a newer process (we were replaced:
 // stop) or an older one that came back after we were expelled (rejoin:
-// static membership then replaces it, and it finds itself fenced). Unknown
-// incarnations, ours or the holder's, and equal ones count as newer, as
-// before incarnations existed: stopping is the safe side, rejoining
-// against a newer process would fence it.
-func holderIsNewer(ours int64, instanceID, holderClientID string) bool {
-	theirs := parseIncarnation(holderClientID, instanceID)
+// static membership then replaces it, and it finds itself fenced).
+// Unknown incarnations, ours or the holder's, and equal ones count as
+// newer, as before incarnations existed: stopping is the safe side,
+// rejoining against a newer process would fence it.
+func holderIsNewer(ours int64, holderMeta []byte) bool {
+	theirs := parseIncarnation(holderMeta)
 	return ours <= 0 || theirs <= 0 || theirs >= ours
 }

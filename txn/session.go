@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,9 +28,9 @@ type Config struct {
 
 	// Incarnation identifies this process among processes with the same
 	// instance ID: its start time (Unix nanoseconds), the same for every
-	// session the process builds. The client ID carries it (see ClientID)
-	// unless ClientOpts set their own. 0: unknown, any other member with
-	// our instance ID counts as newer.
+	// session the process builds. The JoinGroup metadata carries it (see
+	// incarnationBalancer) unless ClientOpts set kgo.Balancers. 0:
+	// unknown, any other member with our instance ID counts as newer.
 	Incarnation int64
 
 	// ClientOpts are appended last: callbacks, TLS, SASL, logging.
@@ -71,8 +70,9 @@ func NewSession(cfg Config) (*Session, error) {
 		kgo.FetchMaxWait(500 * time.Millisecond),
 	}
 	if cfg.Incarnation > 0 {
-		// Before ClientOpts, so that a user's kgo.ClientID wins.
-		opts = append(opts, kgo.ClientID(ClientID(cfg.InstanceID, cfg.Incarnation)))
+		// franz-go's default balancer, with the incarnation appended;
+		// before ClientOpts, so that a user's kgo.Balancers wins.
+		opts = append(opts, kgo.Balancers(incarnationBalancer{kgo.CooperativeStickyBalancer(), incarnationTrailer(cfg.Incarnation)}))
 	}
 	gts, err := kgo.NewGroupTransactSession(append(opts, cfg.ClientOpts...)...)
 	if err != nil {
@@ -226,17 +226,23 @@ const (
 func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	groups, derr := kadm.NewClient(s.gts.Client()).DescribeGroups(ctx, s.cfg.Group)
-	if derr != nil {
+	// Raw DescribeGroups: kadm parses the metadata and drops the trailer.
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{s.cfg.Group}
+	resp, err := req.RequestWith(ctx, s.gts.Client())
+	if err != nil {
 		return holderUnknown
 	}
-	for _, g := range groups {
+	for _, g := range resp.Groups {
+		if g.ErrorCode != 0 {
+			continue
+		}
 		for _, m := range g.Members {
 			if m.InstanceID == nil || *m.InstanceID != s.cfg.InstanceID {
 				continue
 			}
 			switch {
-			case !holderIsNewer(s.cfg.Incarnation, s.cfg.InstanceID, m.ClientID):
+			case !holderIsNewer(s.cfg.Incarnation, m.ProtocolMetadata):
 				return holderOlder
 			case ourMember != "" && m.MemberID != ourMember:
 				return holderNewer

@@ -1,0 +1,142 @@
+package txn
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+)
+
+// TestExpelledNewerOutlivesReturningZombie replays docs/reliability.md
+// finding 8: an old process (the zombie, stopped) is replaced by a newer
+// one with its instance ID; the newer one is expelled (its connections cut
+// past the session timeout); the zombie wakes, rebuilds and rejoins; then
+// the newer one's commit times out and it asks the group. Without
+// incarnations it saw its instance ID under another member ID and stopped
+// as fenced while the zombie ran on. Now it must rebuild, take the
+// instance ID back, and the zombie must end up fenced.
+func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		in := c.CreateTopic(t, "in", 2, nil)
+		out := c.CreateTopic(t, "out", 1, nil)
+		group := kafkatest.Name(t, "g")
+		const session = 3 * time.Second
+		base := Config{
+			Brokers: c.Brokers, Group: group, InstanceID: "x", Topics: []string{in},
+			TransactionTimeout: 10 * time.Second, SessionTimeout: session, RebalanceTimeout: 10 * time.Second,
+		}
+		start := time.Now().UnixNano()
+		oldCfg, newCfg := base, base
+		oldCfg.Incarnation, newCfg.Incarnation = start, start+int64(time.Second)
+		admin := kadm.NewClient(c.Client(t))
+		holderOf := func() string {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			gs, err := admin.DescribeGroups(ctx, group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range gs[group].Members {
+				if m.InstanceID != nil && *m.InstanceID == "x" {
+					return m.MemberID
+				}
+			}
+			return ""
+		}
+		build := func(cfg Config, opts ...kgo.Opt) (*Session, string) {
+			cfg.ClientOpts = opts
+			s, err := NewSession(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
+			return s, joined(t, func(ctx context.Context) { s.Poll(ctx, 10) }, s.Client())
+		}
+
+		// The old process joins, then is stopped: no more requests.
+		var zCut kafkatest.Cutter
+		zombie, _ := build(oldCfg, zCut.Opt())
+		zCut.Cut()
+		zombie.Close()
+
+		// The newer process replaces it, then misses its session.
+		var nCut kafkatest.Cutter
+		newer, n1 := build(newCfg, nCut.Opt())
+		if m := holderOf(); m != n1 {
+			t.Fatalf("instance x held by %s, want the newer process.s %s", m, n1)
+		}
+		cutFor := 3 * session
+		nCut.CutFor(cutFor)
+		healed := time.Now().Add(cutFor)
+		deadline := time.Now().Add(30 * time.Second)
+		for m := holderOf(); m != ""; m = holderOf() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the newer process's member %s was never expelled", m)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+
+		// The zombie wakes, rebuilds its client (same incarnation) and
+		// rejoins: static membership gives it the instance ID.
+		zombie2, z2 := build(oldCfg)
+		if m := holderOf(); m != z2 {
+			t.Fatalf("instance x held by %s, want the returning zombie's %s", m, z2)
+		}
+		if err := zombie2.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		if err := zombie2.Client().ProduceSync(context.Background(), &kgo.Record{Topic: out, Value: []byte("zombie")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+
+		// The newer process's commit times out (or its heartbeat is
+		// fenced): the holder is older, so it must not stop.
+		time.Sleep(time.Until(healed))
+		for _, err := range []error{context.DeadlineExceeded, kerr.FencedInstanceID, kerr.ProducerFenced} {
+			if newer.endFenced(context.Background(), n1, err) {
+				t.Fatalf("newer process, End error %v, instance x held by the older zombie %s: judged fenced, want rebuild", err, z2)
+			}
+		}
+		if e := newer.FlushFailed(context.Background(), context.DeadlineExceeded); e.Class != ClassReset {
+			t.Fatalf("newer process, flush timeout, instance x held by the older zombie: %v, want reset", e.Class)
+		}
+
+		// It rebuilds and rejoins, replacing the zombie's member, and
+		// begins a transaction (bumping the producer epoch).
+		newer.Close()
+		newer2, n2 := build(newCfg)
+		if m := holderOf(); m != n2 {
+			t.Fatalf("instance x held by %s after the newer process rejoined, want its %s", m, n2)
+		}
+		if err := newer2.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		if err := newer2.Client().ProduceSync(context.Background(), &kgo.Record{Topic: out, Value: []byte("newer")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+
+		// The zombie's commit now fails, whichever way, and it is fenced.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*base.TransactionTimeout)
+		defer cancel()
+		committed, err := zombie2.Commit(ctx, nil)
+		if committed || ClassOf(err) != ClassFenced {
+			t.Fatalf("zombie's commit after the newer process rejoined: committed %v, err %v (class %v), want fenced", committed, err, ClassOf(err))
+		}
+		if ok, err := newer2.Commit(ctx, nil); !ok || err != nil {
+			t.Fatalf("newer process's commit: committed %v, err %v", ok, err)
+		}
+		recs := c.ReadCommitted(t, out)
+		if len(recs) != 1 || string(recs[0].Value) != "newer" {
+			var vals []string
+			for _, r := range recs {
+				vals = append(vals, string(r.Value))
+			}
+			t.Fatalf("committed outputs %q, want only the newer process's", vals)
+		}
+	})
+}
