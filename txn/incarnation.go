@@ -17,18 +17,19 @@ import (
 // (4.2.0) keeps the first joiner's client ID when a static member is
 // replaced, while it stores each join's protocol metadata.
 //
-// Clock skew between hosts matters only in that race (an older process
-// that came back while the newer one was expelled): a newer process whose
-// clock is behind the zombie's by more than their start-time gap would
-// take itself for the older one, stop judging itself fenced and rejoin,
-// and the zombie would judge itself the newer one; each rejoin fences the
-// other until a session lapses. Exactly-once is not at stake (each
-// rejoin bumps the transactional epoch), only which of the two goes on.
+// The order is only as good as the hosts' clocks: a newer process whose
+// clock is behind the zombie's by more than the gap between their starts
+// looks older, in any replacement (a zombie waking after an ordinary
+// replacement would then rejoin and the newer process stop, the outcome
+// of finding 6). Exactly-once is not at stake (each rejoin bumps the
+// transactional epoch), only which of the two goes on.
 
 // incarnationMagic ends the metadata trailer: incarnation (8 bytes, big
 // endian, Unix nanoseconds), then this. Consumer protocol metadata
-// (ConsumerMemberMetadata v0-v3, not flexible) is read field by field by
-// franz-go, Java and the broker, which ignore trailing bytes.
+// (ConsumerMemberMetadata v0-v3, not flexible) is read field by field:
+// franz-go ignores trailing bytes, and Kafka 4.2.0 and kfake accept them
+// (TestExpelledNewerOutlivesReturningZombie). Java members would read the
+// same schema; a mixed group was not tried.
 var incarnationMagic = []byte("\x00onceflow.incarnation.v1")
 
 // incarnationTrailer is what JoinGroup metadata gets appended.
