@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
 )
@@ -33,20 +33,32 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		start := time.Now().UnixNano()
 		oldCfg, newCfg := base, base
 		oldCfg.Incarnation, newCfg.Incarnation = start, start+int64(time.Second)
-		admin := kadm.NewClient(c.Client(t))
-		holderOf := func() string {
+		admin := c.Client(t)
+		// holderOf returns the member holding instance x and the
+		// incarnation in its metadata, as the group stores them.
+		holderOf := func() (string, int64) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			gs, err := admin.DescribeGroups(ctx, group)
+			req := kmsg.NewPtrDescribeGroupsRequest()
+			req.Groups = []string{group}
+			resp, err := req.RequestWith(ctx, admin)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, m := range gs[group].Members {
-				if m.InstanceID != nil && *m.InstanceID == "x" {
-					return m.MemberID
+			for _, g := range resp.Groups {
+				for _, m := range g.Members {
+					if m.InstanceID != nil && *m.InstanceID == "x" {
+						return m.MemberID, parseIncarnation(m.ProtocolMetadata)
+					}
 				}
 			}
-			return ""
+			return "", 0
+		}
+		held := func(who string, member string, inc int64) {
+			t.Helper()
+			if m, i := holderOf(); m != member || i != inc {
+				t.Fatalf("instance x held by %s with incarnation %d, want the %s's %s with %d", m, i, who, member, inc)
+			}
 		}
 		build := func(cfg Config, opts ...kgo.Opt) (*Session, string) {
 			cfg.ClientOpts = opts
@@ -67,14 +79,15 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		// The newer process replaces it, then misses its session.
 		var nCut kafkatest.Cutter
 		newer, n1 := build(newCfg, nCut.Opt())
-		if m := holderOf(); m != n1 {
-			t.Fatalf("instance x held by %s, want the newer process.s %s", m, n1)
-		}
+		// A static replacement in a Stable group: the group must store the
+		// new join's metadata (Kafka keeps the old client ID, see
+		// incarnation.go).
+		held("newer process", n1, newCfg.Incarnation)
 		cutFor := 3 * session
 		nCut.CutFor(cutFor)
 		healed := time.Now().Add(cutFor)
 		deadline := time.Now().Add(30 * time.Second)
-		for m := holderOf(); m != ""; m = holderOf() {
+		for m, _ := holderOf(); m != ""; m, _ = holderOf() {
 			if time.Now().After(deadline) {
 				t.Fatalf("the newer process's member %s was never expelled", m)
 			}
@@ -84,9 +97,7 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		// The zombie wakes, rebuilds its client (same incarnation) and
 		// rejoins: static membership gives it the instance ID.
 		zombie2, z2 := build(oldCfg)
-		if m := holderOf(); m != z2 {
-			t.Fatalf("instance x held by %s, want the returning zombie's %s", m, z2)
-		}
+		held("returning zombie", z2, oldCfg.Incarnation)
 		if err := zombie2.Begin(); err != nil {
 			t.Fatal(err)
 		}
@@ -110,9 +121,7 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		// begins a transaction (bumping the producer epoch).
 		newer.Close()
 		newer2, n2 := build(newCfg)
-		if m := holderOf(); m != n2 {
-			t.Fatalf("instance x held by %s after the newer process rejoined, want its %s", m, n2)
-		}
+		held("rejoined newer process", n2, newCfg.Incarnation)
 		if err := newer2.Begin(); err != nil {
 			t.Fatal(err)
 		}
