@@ -94,5 +94,10 @@
 // its marks is inside the window), so a stream processor can check Seen,
 // stage the IDs it handled, apply them after its transaction commits, and
 // mirror them (ID, mark time) to a compacted changelog from which they can be
-// replayed in any order.
+// replayed in any order. Apply writes a Batch of marks, each at its own
+// time, together with metadata values (Meta reads them back) in one atomic
+// write: the processor (processor.WithDedupe) keeps each partition's
+// changelog checkpoint that way, so marks and checkpoint never disagree.
+// Options.SyncOnce fsyncs Once's marks while bulk writes, which such a
+// caller can replay, stay unsynced.
 package dedupe

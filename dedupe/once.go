@@ -13,8 +13,9 @@ import (
 // but the mark cannot be written, Once returns (true, err) with an error
 // from the store; the effect happened and a retry will repeat it.
 //
-// Concurrent Once calls for the same id in this process are serialised, so
-// fn runs at most once among them. Waiting for that turn respects ctx. See
+// The mark is fsynced before Once returns with Options.Sync or
+// Options.SyncOnce. Concurrent Once calls for the same id in this process
+// are serialised, so fn runs at most once among them. Waiting for that turn respects ctx. See
 // the package documentation for the crash window that remains.
 func (s *Store) Once(ctx context.Context, id []byte, fn func(ctx context.Context) error) (ran bool, err error) {
 	if err := s.checkID(id); err != nil {
@@ -35,7 +36,7 @@ func (s *Store) Once(ctx context.Context, id []byte, fn func(ctx context.Context
 	if err := fn(ctx); err != nil {
 		return true, err
 	}
-	if err := s.Mark(id); err != nil {
+	if err := s.markOnce(id); err != nil {
 		return true, fmt.Errorf("dedupe: effect for ID ran but mark failed: %w", err)
 	}
 	return true, nil

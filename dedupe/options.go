@@ -62,6 +62,12 @@ type Options struct {
 	// call.
 	Sync bool
 
+	// SyncOnce fsyncs the marks of Once even when Sync is false, so that a
+	// returned Once survives a crash while other writes stay cheap: for a
+	// store whose bulk marks can be replayed from elsewhere (a processor's
+	// changelog) but whose effect marks cannot.
+	SyncOnce bool
+
 	// MaxIDLen is the largest accepted event ID in bytes; longer IDs fail
 	// with an *IDTooLongError. Default DefaultMaxIDLen (256). At most 65536.
 	MaxIDLen int

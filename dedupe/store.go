@@ -225,38 +225,91 @@ func (s *Store) apply(ids [][]byte, at time.Time, explicit bool) error {
 	return s.writeMarks(q, q.uniq, b, now)
 }
 
+// markOnce is Mark for Once: fsynced with Options.Sync or SyncOnce.
+func (s *Store) markOnce(id []byte) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.closeMu.RUnlock()
+	now := s.opts.Clock.Now()
+	q := s.newIDBatch([][]byte{id})
+	wo := s.wo
+	if s.opts.SyncOnce {
+		wo = pebble.Sync
+	}
+	return s.writeGroups([]markGroup{{q: q, list: q.uniq, b: s.win.bucket(now)}}, nil, now, wo)
+}
+
 // writeMarks marks the distinct IDs q.ids[list[...]] in bucket b or, if
-// expiry has moved past it, the floor. It commits one expiry-log entry
-// listing them and stages them for indexing; the filter learns them before
-// the commit, the stage right after it, both before the caller returns or
-// unlocks its stripes.
+// expiry has moved past it, the floor. See writeGroups.
 func (s *Store) writeMarks(q *idBatch, list []int, b uint64, now time.Time) error {
+	return s.writeGroups([]markGroup{{q: q, list: list, b: b}}, nil, now, s.wo)
+}
+
+// markGroup is distinct IDs q.ids[list[...]] to mark in bucket b.
+type markGroup struct {
+	q    *idBatch
+	list []int
+	b    uint64
+}
+
+// writeGroups commits one expiry-log entry per group listing its IDs, and
+// the metadata sets, in one batch, and stages the IDs for indexing; the
+// filter learns them before the commit, the stage right after it, both
+// before the caller returns or unlocks its stripes. A group whose bucket
+// expiry has moved past is written in the floor. wo is s.wo unless the
+// caller needs an fsync regardless.
+func (s *Store) writeGroups(groups []markGroup, meta [][2][]byte, now time.Time, wo *pebble.WriteOptions) error {
 	s.stage.waitRoom()
 	s.gate.RLock()
 	defer s.gate.RUnlock()
-	b = max(b, s.floor.Load())
-	vlen := 0
-	for _, i := range list {
-		vlen += uvarintLen(len(q.ids[i])) + len(q.ids[i])
+	floor := s.floor.Load()
+	size := 64
+	for i := range groups {
+		g := &groups[i]
+		g.b = max(g.b, floor)
+		for _, j := range g.list {
+			size += uvarintLen(len(g.q.ids[j])) + len(g.q.ids[j])
+		}
+		size += 1 + 2*suffixLen + 8
 	}
-	batch := s.db.NewBatchWithSize(vlen + 64)
+	for _, kv := range meta {
+		size += len(kv[0]) + len(kv[1]) + 16
+	}
+	batch := s.db.NewBatchWithSize(size)
 	defer batch.Close()
-	// Encode the log entry in place in the batch.
-	var key [1 + 2*suffixLen]byte
-	op := batch.SetDeferred(len(key), vlen)
-	copy(op.Key, appendLogKey(key[:0], b, s.seq.Add(1)))
-	val := op.Value[:0]
-	for _, i := range list {
-		val = appendLogID(val, q.ids[i])
+	for _, g := range groups {
+		if len(g.list) == 0 {
+			continue
+		}
+		vlen := 0
+		for _, i := range g.list {
+			vlen += uvarintLen(len(g.q.ids[i])) + len(g.q.ids[i])
+		}
+		// Encode the log entry in place in the batch.
+		var key [1 + 2*suffixLen]byte
+		op := batch.SetDeferred(len(key), vlen)
+		copy(op.Key, appendLogKey(key[:0], g.b, s.seq.Add(1)))
+		val := op.Value[:0]
+		for _, i := range g.list {
+			val = appendLogID(val, g.q.ids[i])
+		}
+		_ = op.Finish()
+		if s.filter != nil {
+			s.filter.add(g.q.hash, g.list, g.b)
+		}
 	}
-	_ = op.Finish()
-	if s.filter != nil {
-		s.filter.add(q.hash, list, b)
+	for _, kv := range meta {
+		_ = batch.Set(kv[0], kv[1], nil)
 	}
-	if err := batch.Commit(s.wo); err != nil {
+	if err := batch.Commit(wo); err != nil {
 		return readErr(s.dir, err)
 	}
-	s.stage.add(q, list, b)
+	for _, g := range groups {
+		if len(g.list) > 0 {
+			s.stage.add(g.q, g.list, g.b)
+		}
+	}
 	s.maybeExpire(now)
 	return nil
 }

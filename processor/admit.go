@@ -35,7 +35,9 @@ func (l *lifetime) drain(ctx context.Context) error {
 		if err := l.admitHeld(ctx, p); err != nil {
 			return err
 		}
-		l.dispatchWindow(p)
+		if err := l.dispatchWindow(p); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -96,6 +98,12 @@ func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, 
 	if len(it.writes) > 0 {
 		l.produceWrites(p, it.writes)
 	}
+	if it.claimed {
+		l.produceMark(p, it.eventID)
+	}
+	if it.dup {
+		l.txnDups++
+	}
 	return true, nil
 }
 
@@ -149,6 +157,9 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 			p.headSince = now
 			if err := l.produce(nil, dlq); err != nil {
 				return err
+			}
+			if it.claimed {
+				l.produceMark(p, it.eventID) // dead-lettered: the event is accounted for
 			}
 		}
 	}

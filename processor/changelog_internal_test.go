@@ -22,6 +22,7 @@ func TestEnsureChangelogsConcurrently(t *testing.T) {
 		cfg := defaults()
 		cfg.brokers, cfg.inputs = c.Brokers, []string{in}
 		cfg.group = kafkatest.Name(t, "app")
+		cfg.stateDir = "state" // only named: the changelog is wanted, nothing is opened
 		t.Cleanup(func() { _, _ = c.Admin.DeleteTopics(context.Background(), changelogTopic(cfg.group, in)) })
 		const n = 4
 		var wg sync.WaitGroup

@@ -120,7 +120,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := l.applyState(); err != nil {
+	if err := l.applyCommitted(); err != nil {
 		return err
 	}
 	for k := range sent {
@@ -135,7 +135,8 @@ func (l *lifetime) commit(ctx context.Context) error {
 	for i, n := range l.txnDLQBy {
 		l.p.stats.dlqBy[i].Add(n)
 	}
-	l.txnOutputs, l.txnDLQ, l.txnDLQBy = 0, 0, [len(dlqReasons)]int64{}
+	l.p.stats.dups.Add(l.txnDups)
+	l.txnOutputs, l.txnDLQ, l.txnDLQBy, l.txnDups = 0, 0, [len(dlqReasons)]int64{}, 0
 	l.cfg.logger.Debug("committed", "took", time.Since(start))
 	return nil
 }
@@ -148,16 +149,11 @@ func (l *lifetime) rewindAll() {
 	for k, p := range l.parts {
 		l.cfg.logger.Debug("rewind", "partition", k.partition, "to", p.committed, "done", p.committedDone, "next_was", p.next)
 		redo += int64(p.doneSinceCommit + len(p.held))
-		np := l.newPartition(p.topic, p.id, p.committed, p.committedDone)
-		np.paused, np.pauseLogged, np.hwm = p.paused, p.pauseLogged, p.hwm
-		if p.state != nil {
-			// A restore still running keeps the records waiting.
-			np.state.restoring, np.state.run = p.state.restoring, p.state.run
-		}
+		np := l.newPartition(p.topic, p.id, p.committed, p.committedDone, p)
 		p.gen.Store(0)
 		l.parts[k] = np
 	}
-	l.txnOutputs, l.txnDLQ, l.txnDLQBy = 0, 0, [len(dlqReasons)]int64{}
+	l.txnOutputs, l.txnDLQ, l.txnDLQBy, l.txnDups = 0, 0, [len(dlqReasons)]int64{}, 0
 	l.mu.Lock()
 	clear(l.clNext)
 	l.mu.Unlock()

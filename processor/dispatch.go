@@ -205,8 +205,8 @@ func (d *dispatcher) handle(s *session, it *item) {
 		if span != nil {
 			ctx = trace.ContextWithSpan(ctx, span)
 		}
-		if it.part.state != nil {
-			ctx = context.WithValue(ctx, stateKey{}, it)
+		if it.part.state != nil || it.part.dedupe != nil {
+			ctx = context.WithValue(ctx, itemKey{}, it)
 		}
 		err := cfg.handler(ctx, it.rec, it)
 		if err == nil {

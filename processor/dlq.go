@@ -12,10 +12,11 @@ const (
 	reasonPermanent        = "permanent"
 	reasonRetriesExhausted = "retries-exhausted"
 	reasonStuck            = "stuck"
+	reasonEventIDTooLong   = "event-id-too-long" // WithDedupe: longer than MaxIDLen
 )
 
 // dlqReasons indexes the per-reason dead-letter counters.
-var dlqReasons = [...]string{reasonPermanent, reasonRetriesExhausted, reasonStuck}
+var dlqReasons = [...]string{reasonPermanent, reasonRetriesExhausted, reasonStuck, reasonEventIDTooLong}
 
 func reasonIndex(reason string) int {
 	for i, r := range dlqReasons {

@@ -133,8 +133,9 @@ func TestNoDLQStops(t *testing.T) {
 	require.Zero(t, rep.DLQ)
 }
 
-func TestInvalidOptions(t *testing.T) {
-	base := []processor.Opt{
+// validOpts is a valid configuration that contacts nothing until Run.
+func validOpts() []processor.Opt {
+	return []processor.Opt{
 		processor.WithBrokers("127.0.0.1:9092"),
 		processor.WithGroup("g"),
 		processor.WithInstanceID("i"),
@@ -142,6 +143,10 @@ func TestInvalidOptions(t *testing.T) {
 		processor.WithOutputTopic("out"),
 		processor.WithHandler(copyHandler),
 	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	base := validOpts()
 	_, err := processor.New(base...)
 	require.NoError(t, err)
 	cases := map[string]processor.Opt{

@@ -35,8 +35,17 @@
 // outputs become visible once, together with its offset, or never. Work
 // done outside Kafka (HTTP calls, database writes) is not covered: an
 // aborted transaction, a crash or a rebalance runs the handler again for
-// records that were not committed. Make such effects idempotent, for
-// example with package dedupe and the event ID as idempotency key.
+// records that were not committed. Make such effects idempotent: Once runs
+// an effect at most once per event ID in the normal case, and the event ID
+// (EventID) serves as idempotency key for the crash windows that remain.
+//
+// # Deduplication
+//
+// WithDedupe skips records whose event ID (by default the event-id
+// header) was already processed in their partition: duplicates that an
+// upstream application sent, which Kafka's idempotent producer cannot
+// catch. The marks commit with the transaction through a changelog topic,
+// as session state does, and follow the partition to its next owner.
 //
 // # Observability
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflow/onceflow/internal/changelog"
 	"github.com/onceflow/onceflow/internal/offsetmeta"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/txn"
@@ -43,7 +44,7 @@ type lifetime struct {
 	pendingRebalance atomic.Bool
 
 	restored   chan restoreResult
-	runs       map[tp]*restoreRun // the latest restore of each partition's store
+	runs       map[tp]*restoreRun // the latest restore of each changelog partition
 	restoreCtx context.Context
 	// produceCtx outlives Run's context: records of a transaction that
 	// is still to commit must not be canceled by a shutdown.
@@ -59,6 +60,7 @@ type lifetime struct {
 	produceErr error
 	txnOutputs int64
 	txnDLQ     int64
+	txnDups    int64 // duplicates skipped in the open transaction
 	txnDLQBy   [len(dlqReasons)]int64
 	listedEnds map[tp]int64 // end offsets listed by refreshEnds, for publish
 }
@@ -76,11 +78,7 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 	l.restoreCtx = restoreCtx
 	l.produceCtx = context.WithoutCancel(ctx)
 	clientOpts := append([]kgo.Opt{}, cfg.kgoOpts...)
-	if p.store != nil {
-		topics := make(map[string]bool)
-		for _, in := range cfg.inputs {
-			topics[changelogTopic(cfg.group, in)] = true
-		}
+	if topics := cfg.changelogTopics(); len(topics) > 0 {
 		clientOpts = append(clientOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
 	}
 	if p.metrics != nil {
@@ -202,14 +200,14 @@ func (l *lifetime) poll(ctx context.Context) error {
 	if fatal != nil {
 		return fatal
 	}
-	l.intake(fs)
-	return nil
+	return l.intake(fs)
 }
 
-func (l *lifetime) intake(fs kgo.Fetches) {
+func (l *lifetime) intake(fs kgo.Fetches) error {
 	cfg := l.cfg
 	now := cfg.clock.Now()
 	var consumed, skipped int64
+	var err error
 	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if len(ftp.Records) == 0 {
 			if p := l.parts[tp{ftp.Topic, ftp.Partition}]; p != nil && ftp.Err == nil {
@@ -242,30 +240,47 @@ func (l *lifetime) intake(fs kgo.Fetches) {
 			p.pending = append(p.pending, it)
 			p.undispatched = append(p.undispatched, it)
 		}
-		l.dispatchWindow(p)
+		if e := l.dispatchWindow(p); e != nil && err == nil {
+			err = e
+		}
 	})
 	l.p.stats.consumed.Add(consumed)
 	l.p.stats.skipped.Add(skipped)
+	return err
 }
 
 // dispatchWindow hands a partition's next records to their sessions while
 // fewer than the per-partition bound are out ahead of its lowest unfinished
 // record. The window bounds the map of finished records in the commit
-// metadata; records beyond it wait in offset order.
-func (l *lifetime) dispatchWindow(p *partition) {
-	if p.state != nil && p.state.restoring {
-		return
+// metadata; records beyond it wait in offset order, and all of them wait
+// while the partition restores. With WithDedupe, records are screened
+// first: duplicates and records with invalid event IDs are finished
+// without their handler, through the completion queue like the rest.
+func (l *lifetime) dispatchWindow(p *partition) error {
+	if !p.restore.open() {
+		return nil
 	}
-	n := 0
-	for n < len(p.undispatched) && len(p.pending)-len(p.undispatched)+n < l.cfg.maxPartitionBuffer {
-		it := p.undispatched[n]
-		p.undispatched[n] = nil
-		n++
+	inFlight := len(p.pending) - len(p.undispatched)
+	n := min(len(p.undispatched), l.cfg.maxPartitionBuffer-inFlight)
+	if n <= 0 {
+		return nil
+	}
+	batch := p.undispatched[:n]
+	if p.dedupe != nil {
+		if err := l.screen(p, batch); err != nil {
+			return err
+		}
+	}
+	for i, it := range batch {
+		batch[i] = nil
+		if it.skip {
+			l.p.complete(it)
+			continue
+		}
 		l.p.d.dispatch(l.sessionKey(p, it), it)
 	}
-	if n > 0 {
-		p.undispatched = p.undispatched[n:]
-	}
+	p.undispatched = p.undispatched[n:]
+	return nil
 }
 
 func (l *lifetime) sessionKey(p *partition, it *item) []byte {
@@ -295,18 +310,39 @@ func (l *lifetime) partition(topic string, id int32) *partition {
 	if !ok {
 		info.offset = -1
 	}
-	p := l.newPartition(topic, id, info.offset, info.done)
+	p := l.newPartition(topic, id, info.offset, info.done, nil)
 	if p.state != nil {
-		l.restore(p)
+		var t changelog.Target = restoreTarget{p.state.store, p.state.p}
+		if h := l.cfg.hooks.restoreApply; h != nil {
+			t = hookedTarget{t, func(n int) error { return h(id, n) }}
+		}
+		l.restore(p, "state", changelogTopic(l.cfg.group, topic), t)
+	}
+	if p.dedupe != nil {
+		l.restore(p, "dedupe", dedupeTopic(l.cfg.group, topic), p.dedupe.tgt)
 	}
 	l.parts[k] = p
 	return p
 }
 
-func (l *lifetime) newPartition(topic string, id int32, committed int64, done []offsetmeta.Range) *partition {
+// newPartition starts a partition's state from its committed offset and
+// metadata. prev, when set, is the state a rewind replaces: what outlives
+// a rewind (a restore in progress, the dedupe target) is carried over.
+func (l *lifetime) newPartition(topic string, id int32, committed int64, done []offsetmeta.Range, prev *partition) *partition {
 	p := newPartition(topic, id, l.p.gen.Add(1), committed, done)
 	if l.p.store != nil {
 		p.state = &partState{store: l.p.store, p: statestore.Partition{Topic: topic, Partition: id}, over: make(map[string]stateWrite)}
+	}
+	if l.p.marks != nil {
+		tgt := newDedupeTarget(l.p.marks, topic, id, l.p.dedupeOpts.MaxIDLen)
+		if prev != nil {
+			tgt = prev.dedupe.tgt
+		}
+		p.dedupe = &partDedupe{tgt: tgt, pending: make(map[string]struct{})}
+	}
+	if prev != nil {
+		p.restore = prev.restore
+		p.paused, p.pauseLogged, p.hwm = prev.paused, prev.pauseLogged, prev.hwm
 	}
 	return p
 }

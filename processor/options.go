@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/onceflow/onceflow/dedupe"
 	"github.com/onceflow/onceflow/statestore"
 )
 
@@ -89,6 +90,10 @@ type config struct {
 	kgoOpts            []kgo.Opt
 	stateDir           string
 	stateOpts          *statestore.Options
+	dedupeSet          bool
+	dedupeDir          string
+	dedupeOpts         *dedupe.Options
+	eventID            func(*kgo.Record) []byte
 	registerer         prometheus.Registerer
 	tracerProvider     trace.TracerProvider
 	hooks              testHooks // set only by tests (export_test.go)
@@ -298,6 +303,9 @@ func (c *config) validate() error {
 		return invalid("WithDLQTopic %q is also an input topic", c.dlq)
 	case c.output != "" && contains(c.inputs, c.output):
 		return invalid("WithOutputTopic %q is also an input topic", c.output)
+	}
+	if err := c.validateDedupe(); err != nil {
+		return err
 	}
 	return c.retry.validate()
 }

@@ -29,6 +29,13 @@ type item struct {
 	lane         [8]byte // session key of Unordered
 	sess         *session
 
+	// Set by the loop before dispatch (screen); eventID is read by the
+	// handler too, through its context.
+	eventID []byte // nil: none, or WithDedupe is off
+	claimed bool   // the first of its event ID: marked when done
+	dup     bool   // a duplicate: done without its handler
+	skip    bool   // done without its handler (a duplicate or a dead letter)
+
 	// Loop-owned.
 	fetched time.Time
 	done    bool
@@ -65,11 +72,13 @@ type partition struct {
 	metaBound       int // upper bound on the commit metadata's binary size
 	doneSinceCommit int
 	paused          bool
-	pauseLogged     time.Time  // last Info log of a pause or resume
-	hwm             int64      // high watermark last seen (-1: none), for the lag gauge
-	headSince       time.Time  // when pending[0] became the head
-	laneKey         []byte     // session key under OrderByPartition
-	state           *partState // nil without a state store
+	pauseLogged     time.Time    // last Info log of a pause or resume
+	hwm             int64        // high watermark last seen (-1: none), for the lag gauge
+	headSince       time.Time    // when pending[0] became the head
+	laneKey         []byte       // session key under OrderByPartition
+	state           *partState   // nil without a state store
+	dedupe          *partDedupe  // nil without WithDedupe
+	restore         *restoreGate // nil if nothing was ever restored
 }
 
 func newPartition(topic string, id int32, gen uint64, committed int64, done []offsetmeta.Range) *partition {

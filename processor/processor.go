@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/onceflow/onceflow/dedupe"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/txn"
 )
@@ -40,6 +42,8 @@ type Processor struct {
 	tracer  trace.Tracer // nil without WithTracerProvider
 
 	store        *statestore.Store   // nil without WithStateStore
+	marks        *dedupe.Store       // nil without WithDedupe
+	dedupeOpts   dedupe.Options      // with defaults, when WithDedupe
 	changelogIDs map[string][16]byte // changelog topic IDs, for checkpoints
 }
 
@@ -54,6 +58,9 @@ func New(opts ...Opt) (*Processor, error) {
 		return nil, err
 	}
 	p := &Processor{cfg: cfg, compWake: make(chan struct{}, 1)}
+	if cfg.dedupeSet {
+		p.dedupeOpts = cfg.dedupeOptions()
+	}
 	p.d = newDispatcher(&p.cfg, 4*runtime.GOMAXPROCS(0), p.complete)
 	p.d.retries = &p.stats.retries
 	if cfg.tracerProvider != nil {
@@ -105,16 +112,22 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	p.incarnation = time.Now().UnixNano()
 	defer p.d.stop()
+	ids, err := ensureChangelogs(ctx, &p.cfg)
+	if err != nil {
+		return err
+	}
+	p.changelogIDs = ids
 	if p.cfg.stateDir != "" {
-		ids, err := ensureChangelogs(ctx, &p.cfg)
-		if err != nil {
-			return err
-		}
-		p.changelogIDs = ids
 		if p.store, err = statestore.Open(p.cfg.stateDir, p.cfg.stateOpts); err != nil {
 			return err
 		}
 		defer p.store.Close()
+	}
+	if p.cfg.dedupeSet {
+		if p.marks, err = dedupe.Open(p.cfg.dedupeDir, storeOptions(p.dedupeOpts)); err != nil {
+			return fmt.Errorf("processor: opening the dedupe store: %w", err)
+		}
+		defer p.marks.Close()
 	}
 	log := p.cfg.logger
 	for {
@@ -143,23 +156,29 @@ func (p *Processor) Run(ctx context.Context) error {
 
 // Stats is a snapshot of the processor's counters.
 type Stats struct {
-	Consumed       int64 // records taken from fetches (not counting refetches)
-	SkippedDone    int64 // records skipped because a committed transaction finished them
-	Outputs        int64 // output records in committed transactions
-	DeadLettered   int64 // dead-letter records in committed transactions
-	Rebalances     int64 // group rebalances seen (assignments and revocations)
-	Retries        int64
-	Commits        int64
-	Aborts         int64 // transactions aborted (rebalances, refused commits)
-	Rebuilds       int64 // clients rebuilt after fencing, timeouts or unknown outcomes
-	Reprocessed    int64 // finished records whose work an abort threw away
-	Fenced         int64
-	StateRestored  int64 // changelog records replayed into the state store
-	ActiveSessions int
+	Consumed      int64 // records taken from fetches (not counting refetches)
+	SkippedDone   int64 // records skipped because a committed transaction finished them
+	Outputs       int64 // output records in committed transactions
+	DeadLettered  int64 // dead-letter records in committed transactions
+	Rebalances    int64 // group rebalances seen (assignments and revocations)
+	Retries       int64
+	Commits       int64
+	Aborts        int64 // transactions aborted (rebalances, refused commits)
+	Rebuilds      int64 // clients rebuilt after fencing, timeouts or unknown outcomes
+	Reprocessed   int64 // finished records whose work an abort threw away
+	Fenced        int64
+	StateRestored int64 // changelog records replayed into the state store
+	// DuplicatesSkipped counts records of committed transactions that
+	// were skipped because their event ID was already processed
+	// (WithDedupe).
+	DuplicatesSkipped int64
+	MarksRestored     int64 // dedupe changelog records replayed into the dedupe store
+	ActiveSessions    int
 }
 
 type counters struct {
 	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
+	dups, marksRestored                                                                                            atomic.Int64
 	dlqBy                                                                                                          [len(dlqReasons)]atomic.Int64
 }
 
@@ -178,6 +197,9 @@ func (p *Processor) Stats() Stats {
 		Reprocessed:   p.stats.reprocessed.Load(),
 		Fenced:        p.stats.fenced.Load(),
 		StateRestored: p.stats.restored.Load(),
+
+		DuplicatesSkipped: p.stats.dups.Load(),
+		MarksRestored:     p.stats.marksRestored.Load(),
 	}
 	s.ActiveSessions = p.d.activeSessions()
 	return s

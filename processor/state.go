@@ -3,15 +3,8 @@ package processor
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"sync"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/statestore"
 )
@@ -44,19 +37,26 @@ func WithStateStore(dir string, opts *statestore.Options) Opt {
 	return func(c *config) { c.stateDir, c.stateOpts = dir, opts }
 }
 
-type stateKey struct{}
+// itemKey is the context key of the record a handler runs for, set when
+// the processor has a state store or a dedupe store.
+type itemKey struct{}
+
+func itemFrom(ctx context.Context) *item {
+	it, _ := ctx.Value(itemKey{}).(*item)
+	return it
+}
 
 // StateFrom returns the state of the record whose handler got ctx, or nil
 // if the processor has no state store.
 func StateFrom(ctx context.Context) State {
-	it, _ := ctx.Value(stateKey{}).(*item)
-	if it == nil {
+	it := itemFrom(ctx)
+	if it == nil || it.part.state == nil {
 		return nil
 	}
 	return it
 }
 
-func changelogTopic(group, input string) string { return group + "-" + input + "-changelog" }
+func changelogTopic(group, input string) string { return changelogName(group, input, stateSuffix) }
 
 type stateWrite struct {
 	statestore.Write
@@ -73,9 +73,7 @@ type partState struct {
 	seq  uint64
 
 	// Loop-owned.
-	txn       []stateWrite // writes in the open transaction
-	restoring bool         // records wait in the partition's undispatched queue
-	run       *restoreRun  // the restore this state waits for, or waited for
+	txn []stateWrite // writes in the open transaction
 }
 
 func (it *item) Get(key []byte) ([]byte, bool, error) {
@@ -167,87 +165,4 @@ func (ps *partState) applied(ws []stateWrite) {
 			delete(ps.over, string(w.Key))
 		}
 	}
-}
-
-// ensureChangelogs creates missing changelog topics, compacted, with as
-// many partitions as their input topics.
-func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, error) {
-	// A short metadata min age: the client must not answer the check for a
-	// topic it just created from its cache.
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...), kgo.MetadataMinAge(10 * time.Millisecond)}, cfg.kgoOpts...)...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	want := make([]string, 0, len(cfg.inputs))
-	for _, in := range cfg.inputs {
-		want = append(want, changelogTopic(cfg.group, in))
-	}
-	// Listing all topics, not named ones: naming a missing topic makes the
-	// client retry it for seconds.
-	td, err := adm.ListTopics(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("processor: describing topics for the state changelog: %w", err)
-	}
-	compact := "compact"
-	for i, in := range cfg.inputs {
-		it, ok := td[in]
-		if !ok || it.Err != nil {
-			return nil, fmt.Errorf("processor: input topic %s: %v", in, it.Err)
-		}
-		name := want[i]
-		if ct, ok := td[name]; ok && ct.Err == nil {
-			if len(ct.Partitions) < len(it.Partitions) {
-				return nil, fmt.Errorf("processor: changelog %s has %d partitions, input %s has %d", name, len(ct.Partitions), in, len(it.Partitions))
-			}
-			continue
-		}
-		resp, err := adm.CreateTopic(ctx, int32(len(it.Partitions)), -1, map[string]*string{"cleanup.policy": &compact}, name)
-		if err == nil {
-			err = resp.Err
-		}
-		// Another instance starting at the same time created it first.
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return nil, fmt.Errorf("processor: creating changelog %s: %w", name, err)
-		}
-	}
-	// New topics take a moment to show up in metadata.
-	ids := make(map[string][16]byte, len(want))
-	for try := 0; ; try++ {
-		if td, err = adm.ListTopics(ctx); err == nil {
-			err = td.Error()
-		}
-		if err == nil {
-			for _, name := range want {
-				if t, ok := td[name]; !ok || t.ID == [16]byte{} {
-					err = fmt.Errorf("changelog %s not in metadata yet", name)
-					break
-				}
-				ids[name] = td[name].ID
-			}
-		}
-		if err == nil || try == 100 || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("processor: describing changelog topics: %w", err)
-	}
-	return ids, nil
-}
-
-// changelogPartitioner writes changelog records to the partition they name
-// and everything else by key, as the default partitioner does.
-type changelogPartitioner struct {
-	topics map[string]bool
-	dflt   kgo.Partitioner
-}
-
-func (p changelogPartitioner) ForTopic(t string) kgo.TopicPartitioner {
-	if p.topics[t] {
-		return kgo.ManualPartitioner().ForTopic(t)
-	}
-	return p.dflt.ForTopic(t)
 }

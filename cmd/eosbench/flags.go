@@ -58,6 +58,7 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.DurationVar(&cfg.IdleSession, "idle-session", cfg.IdleSession, "onceflow idle session eviction (0: the processor's default)")
 	fs.IntVar(&cfg.MetadataBytes, "commit-metadata-bytes", cfg.MetadataBytes, "onceflow's bound on commit metadata, the broker's offset.metadata.max.bytes (0: the processor's default, 4096)")
 	fs.BoolVar(&cfg.Stateful, "stateful", cfg.Stateful, "onceflow modes keep a per-session counter in a state store (checked per record, and in the changelog after the run); alo-raw and franz-gts ignore it")
+	fs.Float64Var(&cfg.DupRate, "dup-rate", cfg.DupRate, "`fraction` of events sent twice with the same event-id header; onceflow modes deduplicate them (processor.WithDedupe) and must skip every one, franz-gts must pass each through once")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "per mode: a run not done by then fails")
 	fs.DurationVar(&cfg.Stall, "stall", cfg.Stall, "per mode: a run that accounts for no further input this long fails (0: wait for -timeout)")
 	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered load in `records/s`: produce during each mode's run (0: produce all input before the runs)")

@@ -45,22 +45,30 @@ func decode(t *testing.T, out []byte) []bench.Result {
 	return parsed.Results
 }
 
-// TestDefaultPipeline runs the default scenario, small, through the same
-// code path as main.
-func TestDefaultPipeline(t *testing.T) {
+// runSmall runs eosbench on a fresh cluster with 5,000 inputs of 100
+// sessions, 5% transient faults and the given modes and extra flags, and
+// returns its JSON output, decoded and raw.
+func runSmall(t *testing.T, modes string, extra ...string) ([]bench.Result, string) {
+	t.Helper()
 	c := kafkatest.New(t)
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	status := run(ctx, []string{
+	status := run(ctx, append([]string{
 		"-brokers", strings.Join(c.Brokers, ","),
 		"-messages", "5000", "-sessions", "100",
-		"-modes", "franz-gts,onceflow-session",
+		"-modes", modes,
 		"-fault-rate", "0.05", "-retry-initial", "1ms",
 		"-timeout", "90s", "-json",
-	}, strings.NewReader(""), &stdout, &stderr)
+	}, extra...), strings.NewReader(""), &stdout, &stderr)
 	require.Equal(t, 0, status, "stderr: %s", stderr.String())
-	rs := decode(t, stdout.Bytes())
+	return decode(t, stdout.Bytes()), stdout.String()
+}
+
+// TestDefaultPipeline runs the default scenario, small, through the same
+// code path as main.
+func TestDefaultPipeline(t *testing.T) {
+	rs, _ := runSmall(t, "franz-gts,onceflow-session")
 	require.Len(t, rs, 2)
 	for _, r := range rs {
 		require.True(t, r.ExactlyOnce, "%+v", r)
@@ -100,19 +108,7 @@ func TestBadUsage(t *testing.T) {
 // counter in its state store under transient faults; the output stays
 // exactly once and every session's count in the changelog is right.
 func TestStatefulPipeline(t *testing.T) {
-	c := kafkatest.New(t)
-	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	status := run(ctx, []string{
-		"-brokers", strings.Join(c.Brokers, ","),
-		"-messages", "5000", "-sessions", "100",
-		"-modes", "franz-gts,onceflow-session", "-stateful",
-		"-fault-rate", "0.05", "-retry-initial", "1ms",
-		"-timeout", "90s", "-json",
-	}, strings.NewReader(""), &stdout, &stderr)
-	require.Equal(t, 0, status, "stderr: %s", stderr.String())
-	rs := decode(t, stdout.Bytes())
+	rs, stdout := runSmall(t, "franz-gts,onceflow-session", "-stateful")
 	require.Len(t, rs, 2)
 	gts, eos := rs[0], rs[1]
 	require.Equal(t, bench.ModeGTS, gts.Mode)
@@ -127,5 +123,30 @@ func TestStatefulPipeline(t *testing.T) {
 	require.Zero(t, eos.DLQ, "no record may find its session's state out of step")
 	require.Equal(t, 5000, eos.Outputs)
 	require.Positive(t, eos.Counters.Retries, "faults were injected")
-	require.Contains(t, stdout.String(), `"state_violations": 0`)
+	require.Contains(t, stdout, `"state_violations": 0`)
+}
+
+// TestDupRatePipeline: with -dup-rate, a tenth of the events is sent
+// twice. onceflow deduplicates on the event-id header and skips every
+// duplicate; franz-gts, which cannot, passes each through exactly once.
+func TestDupRatePipeline(t *testing.T) {
+	rs, stdout := runSmall(t, "franz-gts,onceflow-session", "-dup-rate", "0.1")
+	require.Len(t, rs, 2)
+	gts, eos := rs[0], rs[1]
+	require.InDelta(t, 500, gts.DupsInjected, 100)
+	require.Equal(t, gts.DupsInjected, eos.DupsInjected, "both modes read the same input")
+
+	require.Equal(t, bench.ModeGTS, gts.Mode)
+	require.Equal(t, bench.VerdictPass, gts.Verdict, gts.Failure)
+	require.Equal(t, gts.DupsInjected, gts.Duplicates, "franz-gts passes duplicates through")
+	require.Nil(t, gts.DupsSkipped)
+
+	require.Equal(t, bench.ModeSession, eos.Mode)
+	require.Equal(t, bench.VerdictPass, eos.Verdict, eos.Failure)
+	require.True(t, eos.ExactlyOnce)
+	require.Zero(t, eos.Duplicates)
+	require.Equal(t, 5000, eos.Outputs)
+	require.NotNil(t, eos.DupsSkipped)
+	require.Equal(t, int64(eos.DupsInjected), *eos.DupsSkipped)
+	require.Contains(t, stdout, `"duplicates_skipped": `)
 }

@@ -137,3 +137,25 @@ func TestStateViolations(t *testing.T) {
 	require.Equal(t, VerdictPass, r.Verdict)
 	require.True(t, stateDeadLetter(&kgo.Record{Headers: []kgo.RecordHeader{{Key: processor.HeaderError, Value: []byte("state out of step: session s1 count 2, record seq 3")}}}))
 }
+
+// TestDupSchedule: about the asked fraction of events is sent twice, each
+// duplicate after its original and at most dupMaxGap records later (or at
+// the end), the same events whatever the run.
+func TestDupSchedule(t *testing.T) {
+	const n = 100_000
+	require.Nil(t, newDupSchedule(0, n))
+	require.Zero(t, newDupSchedule(0, n).injected())
+	d := newDupSchedule(0.1, n)
+	require.InDelta(t, 0.1*n, d.injected(), 0.01*n)
+	require.Equal(t, d.at, newDupSchedule(0.1, n).at)
+	seen := make(map[int]bool)
+	for i, js := range d.at {
+		for _, j := range js {
+			require.GreaterOrEqual(t, i, j)
+			require.True(t, i-j <= dupMaxGap || i == n-1, "event %d sent again after %d", j, i)
+			require.False(t, seen[j])
+			seen[j] = true
+		}
+	}
+	require.Equal(t, n, newDupSchedule(1, n).injected())
+}

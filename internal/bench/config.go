@@ -37,6 +37,11 @@ type Config struct {
 	// changelog is read back and every session's final count verified.
 	// The franz-go baselines have no state: they ignore it.
 	Stateful bool
+	// DupRate is the fraction of events sent twice (same key, payload and
+	// event ID header; see dups.go). onceflow modes then run with
+	// processor.WithDedupe and must skip every duplicate; franz-gts must
+	// pass each through once.
+	DupRate float64
 
 	// Rate, when positive, paces the producer at Rate records/s during
 	// each mode's run (each mode gets the same records in a fresh input
@@ -86,6 +91,8 @@ func (c *Config) Validate() error {
 		return errors.New("-commit-interval must be positive and under the 10s transaction timeout")
 	case c.FaultRate < 0 || c.FaultRate >= 1:
 		return errors.New("-fault-rate must be in [0, 1)")
+	case c.DupRate < 0 || c.DupRate > 1:
+		return errors.New("-dup-rate must be in [0, 1]")
 	case c.RetryInitial <= 0:
 		return errors.New("-retry-initial must be positive")
 	case c.Timeout <= 0:

@@ -28,6 +28,7 @@ type producer struct {
 	cl       *kgo.Client
 	sessions int
 	size     int
+	dups     *dupSchedule // nil: every event once, without event IDs
 
 	mu       sync.Mutex
 	err      error
@@ -70,7 +71,18 @@ func (p *producer) produce(ctx context.Context, from, to int) {
 		p.mu.Unlock()
 	}
 	for id := from; id < to; id++ {
-		p.cl.Produce(ctx, inputRecord(id, p.sessions, p.size, now), p.promise)
+		r := inputRecord(id, p.sessions, p.size, now)
+		if p.dups == nil {
+			p.cl.Produce(ctx, r, p.promise)
+			continue
+		}
+		r.Headers = append(r.Headers, eventIDHeader(id))
+		p.cl.Produce(ctx, r, p.promise)
+		for _, j := range p.dups.at[id] {
+			d := inputRecord(j, p.sessions, p.size, now)
+			d.Headers = append(d.Headers, eventIDHeader(j))
+			p.cl.Produce(ctx, d, p.promise)
+		}
 	}
 	p.mu.Lock()
 	p.produced = to

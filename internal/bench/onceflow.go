@@ -73,6 +73,9 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 		}
 		opts = append(opts, processor.WithStateStore(job.StateDir, nil))
 	}
+	if job.DedupeDir != "" {
+		opts = append(opts, processor.WithDedupe(job.DedupeDir, nil))
+	}
 	obs := newObservability(job)
 	p, err := processor.New(append(opts, obs.opts...)...)
 	if err != nil {
@@ -85,7 +88,8 @@ func (o *onceflowPipeline) run(ctx context.Context) error { return o.obs.run(ctx
 
 func (o *onceflowPipeline) counters() Counters {
 	s := o.p.Stats()
-	return o.w.count(Counters{Commits: s.Commits, Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds, Spans: o.obs.spans.Load()})
+	return o.w.count(Counters{Commits: s.Commits, Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds,
+		Spans: o.obs.spans.Load(), DupsSkipped: s.DuplicatesSkipped})
 }
 
 // stateOutOfStep starts the error of a record whose session counter is not

@@ -32,6 +32,9 @@ type Job struct {
 	// handler that keeps a per-session counter in it (see stateHandler).
 	Stateful bool   `json:"stateful,omitempty"`
 	StateDir string `json:"state_dir,omitempty"`
+	// DedupeDir, when set, gives onceflow modes processor.WithDedupe with
+	// a store there (-dup-rate).
+	DedupeDir string `json:"dedupe_dir,omitempty"`
 	// SessionTimeout is the group session timeout: short for workers that
 	// get killed, so a lost member is noticed soon even if it is not
 	// restarted.
@@ -48,6 +51,8 @@ type Counters struct {
 	Aborts   int64 `json:"aborts"`
 	Retries  int64 `json:"retries"`
 	Rebuilds int64 `json:"rebuilds,omitempty"`
+	// DupsSkipped is onceflow's Stats.DuplicatesSkipped (-dup-rate).
+	DupsSkipped int64 `json:"duplicates_skipped,omitempty"`
 
 	Sleeps     int64 `json:"handler_sleeps,omitempty"`   // simulated handler calls that slept
 	SleptNanos int64 `json:"handler_slept_ns,omitempty"` // their total sleep, as measured
@@ -59,6 +64,7 @@ func (c *Counters) add(o Counters) {
 	c.Aborts += o.Aborts
 	c.Retries += o.Retries
 	c.Rebuilds += o.Rebuilds
+	c.DupsSkipped += o.DupsSkipped
 	c.Sleeps += o.Sleeps
 	c.SleptNanos += o.SleptNanos
 	c.Spans += o.Spans

@@ -70,6 +70,16 @@ func notes(pr *message.Printer, w io.Writer, r Result) {
 	if r.Stateful {
 		pr.Fprintf(w, "%s: stateful: per-session counters in the state store, %d of %d sessions wrong in the changelog (state_violations)\n", who, r.StateViolations, r.Sessions)
 	}
+	if r.DupsInjected > 0 {
+		switch {
+		case !r.Mode.dedupes():
+			pr.Fprintf(w, "%s: %d duplicate inputs (-dup-rate %.2f), no deduplication: %d duplicate outputs\n", who, r.DupsInjected, r.DupRate, r.Duplicates)
+		case r.DupsSkipped != nil:
+			pr.Fprintf(w, "%s: %d duplicate inputs (-dup-rate %.2f), %d skipped by WithDedupe, %d duplicate outputs\n", who, r.DupsInjected, r.DupRate, *r.DupsSkipped, r.Duplicates)
+		default:
+			pr.Fprintf(w, "%s: %d duplicate inputs (-dup-rate %.2f), %d duplicate outputs (skip count unknown: workers were killed)\n", who, r.DupsInjected, r.DupRate, r.Duplicates)
+		}
+	}
 	if r.statefulIgnored {
 		pr.Fprintf(w, "%s: -stateful ignored: this mode has no state store\n", who)
 	}

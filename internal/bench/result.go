@@ -53,6 +53,13 @@ type Result struct {
 	Stateful        bool `json:"stateful"`
 	StateViolations int  `json:"state_violations"`
 
+	// -dup-rate: duplicate input records sent (DupsInjected) and, for
+	// onceflow modes, the duplicates the processor counted as skipped
+	// (null when unknown: killed workers take their counts with them).
+	DupRate      float64 `json:"dup_rate,omitempty"`
+	DupsInjected int     `json:"duplicates_injected,omitempty"`
+	DupsSkipped  *int64  `json:"duplicates_skipped,omitempty"`
+
 	hist            *hdrhistogram.Histogram
 	stateDLQ        int  // dead letters of records that found their state out of step
 	statefulIgnored bool // -stateful asked of a mode without state
@@ -78,11 +85,27 @@ func (r *Result) judge(rep verify.Report, failure string) {
 		r.ExactlyOnce = rep.Duplicates == 0 && rep.Lost == 0 && rep.Malformed == 0
 	}
 	r.Failure = failure
+	passThrough := r.DupsInjected > 0 && !r.Mode.dedupes()
+	if passThrough {
+		// Without deduplication each duplicate input is a record of its
+		// own, to be output exactly once: as many duplicate outputs as
+		// duplicate inputs is right.
+		judged := rep
+		judged.Duplicates = max(rep.Duplicates-r.DupsInjected, 0)
+		r.ExactlyOnce = judged.ExactlyOnce() && rep.Duplicates >= r.DupsInjected
+		if !r.Mode.ordered() {
+			r.ExactlyOnce = judged.Duplicates == 0 && rep.Duplicates >= r.DupsInjected && rep.Lost == 0 && rep.Malformed == 0
+		}
+	}
 	switch {
 	case failure != "":
 		r.Verdict = VerdictFail
+	case r.Mode.ExactlyOnce() && !r.ExactlyOnce && passThrough:
+		r.Verdict, r.Failure = VerdictFail, fmt.Sprintf("not exactly once: %d duplicate outputs for %d duplicate inputs: %s", rep.Duplicates, r.DupsInjected, rep.String())
 	case r.Mode.ExactlyOnce() && !r.ExactlyOnce:
 		r.Verdict, r.Failure = VerdictFail, "not exactly once: "+rep.String()
+	case r.DupsSkipped != nil && *r.DupsSkipped != int64(r.DupsInjected):
+		r.Verdict, r.Failure = VerdictFail, fmt.Sprintf("dedupe: %d duplicates skipped, %d injected", *r.DupsSkipped, r.DupsInjected)
 	case r.Stateful && (r.StateViolations > 0 || r.stateDLQ > 0):
 		r.Verdict, r.Failure = VerdictFail, fmt.Sprintf("state not exactly once: %d sessions with a wrong final count, %d records dead-lettered with their state out of step",
 			r.StateViolations, r.stateDLQ)

@@ -85,6 +85,7 @@ func (r *Runner) backlog(ctx context.Context, cfg Config, suffix string, n int) 
 	if err != nil {
 		return "", err
 	}
+	p.dups = newDupSchedule(cfg.DupRate, n)
 	defer p.close()
 	start := time.Now()
 	stop := r.Progress.Start(func() string {
@@ -129,6 +130,9 @@ func (r *Runner) runMode(ctx context.Context, cfg Config, idx int, mode Mode, sh
 	base := fmt.Sprintf("%s-%d-%s", slug(cfg.Scenario), idx, slug(string(mode)))
 	res.Stateful = cfg.Stateful && !mode.baseline()
 	res.statefulIgnored = cfg.Stateful && mode.baseline()
+	if cfg.DupRate > 0 {
+		res.DupRate, res.DupsInjected = cfg.DupRate, newDupSchedule(cfg.DupRate, res.Messages).injected()
+	}
 	t := &trial{r: r, cfg: cfg, res: &res, input: shared}
 	defer t.cleanup()
 	if err := t.setup(ctx, base); err != nil {
@@ -148,6 +152,11 @@ func (r *Runner) runMode(ctx context.Context, cfg Config, idx int, mode Mode, sh
 		if res.StateViolations, err = verifyState(rctx, r.Env.Brokers, changelogTopic(t.job.Group, t.job.Input), res.Messages, cfg.Sessions); err != nil {
 			return res, err
 		}
+	}
+	if res.DupsInjected > 0 && mode.dedupes() && res.Kills+res.Crashes == 0 {
+		// Killed workers take their counts with them: judged only without.
+		n := res.Counters.DupsSkipped
+		res.DupsSkipped = &n
 	}
 	res.judge(rep, t.failure)
 	r.Log.Info("run finished", "scenario", cfg.Scenario, "mode", mode, "verdict", res.Verdict, "report", rep.String())

@@ -22,6 +22,8 @@ type trial struct {
 	// stateDir holds the run's state stores (stateful onceflow modes
 	// only): one directory per instance ID under it, removed by cleanup.
 	stateDir string
+	// dedupeDir likewise holds the dedupe stores (-dup-rate).
+	dedupeDir string
 
 	failure string // why the run failed before verification, if it did
 	pr      *message.Printer
@@ -72,14 +74,24 @@ func (t *trial) setup(ctx context.Context, base string) error {
 		t.job.Stateful, t.job.StateDir = true, filepath.Join(t.stateDir, t.job.InstanceID)
 		env.track(changelogTopic(t.job.Group, t.job.Input))
 	}
+	if cfg.DupRate > 0 && t.res.Mode.dedupes() {
+		if t.dedupeDir, err = os.MkdirTemp("", "eosbench-dedupe-"); err != nil {
+			return err
+		}
+		t.job.DedupeDir = filepath.Join(t.dedupeDir, t.job.InstanceID)
+		env.track(t.job.Group + "-" + t.job.Input + "-dedupe")
+	}
 	return nil
 }
 
 // cleanup removes the run's state directories.
 func (t *trial) cleanup() {
-	if t.stateDir != "" {
-		if err := os.RemoveAll(t.stateDir); err != nil {
-			t.r.Log.Warn("removing the state directory", "dir", t.stateDir, "err", err)
+	for _, dir := range []string{t.stateDir, t.dedupeDir} {
+		if dir == "" {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.r.Log.Warn("removing the store directory", "dir", dir, "err", err)
 		}
 	}
 }
@@ -117,6 +129,7 @@ func (t *trial) run(ctx context.Context) error {
 		if prod, err = newProducer(t.r.Env.Brokers, t.input, cfg.Sessions, cfg.Size); err != nil {
 			return err
 		}
+		prod.dups = newDupSchedule(cfg.DupRate, res.Messages)
 		prodDone = make(chan error, 1)
 		go func() { prodDone <- prod.run(prodCtx, res.Messages, cfg.Rate) }()
 	}
@@ -135,6 +148,13 @@ func (t *trial) run(ctx context.Context) error {
 
 	interrupted := t.wait(ctx, runCtx, obs, pl, prodDone, stopKills)
 	stopKills()
+	if interrupted == nil && t.failure == "" && res.DupsInjected > 0 {
+		if err := waitConsumed(runCtx, t.r.Env.adm, t.job, int64(res.Messages+res.DupsInjected), cfg.Stall); err != nil {
+			if interrupted = ctx.Err(); interrupted == nil {
+				t.failure = err.Error()
+			}
+		}
+	}
 	cancelProd()
 	t.stopPipeline(pl) // also when interrupted: no pipeline outlives its run
 	stopProgress()

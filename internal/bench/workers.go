@@ -99,6 +99,9 @@ func (ws *workerSet) start(i int) error {
 		// predecessor's and restores only the changelog's tail.
 		job.StateDir = filepath.Join(filepath.Dir(ws.job.StateDir), job.InstanceID)
 	}
+	if job.DedupeDir != "" {
+		job.DedupeDir = filepath.Join(filepath.Dir(ws.job.DedupeDir), job.InstanceID)
+	}
 	arg, err := json.Marshal(job)
 	if err != nil {
 		return err

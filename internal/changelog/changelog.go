@@ -35,8 +35,13 @@ type Stats struct {
 
 // Restore replays the committed tail of topic/partition into t: from the
 // checkpoint when it belongs to this topic (same ID) and lies within the
-// log, else from the start after a reset. It stops at the last stable
-// offset, so it never applies an open or aborted transaction's writes.
+// log, else from the start after a reset. It reads read_committed, so it
+// never applies an open or aborted transaction's writes, up to the log end
+// offset as of its start: a transaction still open then (a zombie's, which
+// the coordinator aborts at the latest after its timeout) is waited for,
+// because writes committed after it by the partition's later owners lie
+// beyond the last stable offset until it ends. Stopping at the last stable
+// offset instead would leave those writes out and the keyspace behind.
 func Restore(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, partition int32, t Target, log *slog.Logger) (Stats, error) {
 	start := time.Now()
 	var st Stats
@@ -61,7 +66,7 @@ func Restore(ctx context.Context, brokers []string, opts []kgo.Opt, topic string
 	if err != nil {
 		return st, fmt.Errorf("changelog: start offsets of %s: %w", topic, err)
 	}
-	ends, err := ac.ListCommittedOffsets(ctx, topic)
+	ends, err := ac.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -115,6 +120,10 @@ func Restore(ctx context.Context, brokers []string, opts []kgo.Opt, topic string
 		batch = batch[:0]
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset >= hi.Offset {
+				// Read_committed returns a record only once every
+				// transaction before it has ended: all committed
+				// writes below hi have been read.
+				next = hi.Offset
 				return
 			}
 			next = r.Offset + 1

@@ -1,0 +1,307 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/changelog"
+)
+
+// Local keyspaces mirrored to changelog topics: the state store and the
+// dedupe marks. Both take the same path (internal/changelog): writes are
+// produced to the partition's changelog inside the open transaction and
+// applied to the local store, with the changelog offset they reach as a
+// checkpoint, only after the transaction commits; a newly assigned
+// partition's records wait until every keyspace of it is restored.
+
+// Changelog topic suffixes: "<group>-<input topic>-<suffix>".
+const (
+	stateSuffix  = "changelog"
+	dedupeSuffix = "dedupe"
+)
+
+func changelogName(group, input, suffix string) string { return group + "-" + input + "-" + suffix }
+
+// changelogSpec is one kind of changelog: a topic per input topic.
+type changelogSpec struct {
+	suffix  string
+	configs map[string]*string // of topics the processor creates
+}
+
+// changelogSpecs lists the changelogs the configuration needs.
+func (c *config) changelogSpecs() []changelogSpec {
+	var out []changelogSpec
+	if c.stateDir != "" {
+		compact := "compact"
+		out = append(out, changelogSpec{stateSuffix, map[string]*string{"cleanup.policy": &compact}})
+	}
+	if c.dedupeDir != "" {
+		out = append(out, changelogSpec{dedupeSuffix, dedupeTopicConfigs(c.dedupeOptions())})
+	}
+	return out
+}
+
+// changelogTopics returns the names of every changelog topic.
+func (c *config) changelogTopics() map[string]bool {
+	out := make(map[string]bool)
+	for _, sp := range c.changelogSpecs() {
+		for _, in := range c.inputs {
+			out[changelogName(c.group, in, sp.suffix)] = true
+		}
+	}
+	return out
+}
+
+// ensureChangelogs creates missing changelog topics with as many
+// partitions as their input topics, and returns every changelog topic's ID.
+// Existing topics are used as they are.
+func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, error) {
+	specs := cfg.changelogSpecs()
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	// A short metadata min age: the client must not answer the check for a
+	// topic it just created from its cache.
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...), kgo.MetadataMinAge(10 * time.Millisecond)}, cfg.kgoOpts...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	// Listing all topics, not named ones: naming a missing topic makes the
+	// client retry it for seconds.
+	td, err := adm.ListTopics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("processor: describing topics for the changelogs: %w", err)
+	}
+	var want []string
+	for _, in := range cfg.inputs {
+		it, ok := td[in]
+		if !ok || it.Err != nil {
+			return nil, fmt.Errorf("processor: input topic %s: %v", in, it.Err)
+		}
+		for _, sp := range specs {
+			name := changelogName(cfg.group, in, sp.suffix)
+			want = append(want, name)
+			if ct, ok := td[name]; ok && ct.Err == nil {
+				if len(ct.Partitions) < len(it.Partitions) {
+					return nil, fmt.Errorf("processor: changelog %s has %d partitions, input %s has %d", name, len(ct.Partitions), in, len(it.Partitions))
+				}
+				continue
+			}
+			resp, err := adm.CreateTopic(ctx, int32(len(it.Partitions)), -1, sp.configs, name)
+			if err == nil {
+				err = resp.Err
+			}
+			// Instances that start together race to create it: one wins.
+			if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+				return nil, fmt.Errorf("processor: creating changelog %s: %w", name, err)
+			}
+		}
+	}
+	// New topics take a moment to show up in metadata.
+	ids := make(map[string][16]byte, len(want))
+	for try := 0; ; try++ {
+		if td, err = adm.ListTopics(ctx); err == nil {
+			err = td.Error()
+		}
+		if err == nil {
+			for _, name := range want {
+				if t, ok := td[name]; !ok || t.ID == [16]byte{} {
+					err = fmt.Errorf("changelog %s not in metadata yet", name)
+					break
+				}
+				ids[name] = td[name].ID
+			}
+		}
+		if err == nil || try == 100 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("processor: describing changelog topics: %w", err)
+	}
+	return ids, nil
+}
+
+// changelogPartitioner writes changelog records to the partition they name
+// and everything else by key, as the default partitioner does.
+type changelogPartitioner struct {
+	topics map[string]bool
+	dflt   kgo.Partitioner
+}
+
+func (p changelogPartitioner) ForTopic(t string) kgo.TopicPartitioner {
+	if p.topics[t] {
+		return kgo.ManualPartitioner().ForTopic(t)
+	}
+	return p.dflt.ForTopic(t)
+}
+
+// produceChangelog writes one changelog record in the open transaction.
+func (l *lifetime) produceChangelog(topic string, partition int32, key, value []byte) {
+	l.s.Produce(l.produceCtx, &kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value}, l.changelogPromise)
+}
+
+// changelogPromise records how far each changelog partition got, for the
+// checkpoints written when the transaction commits.
+func (l *lifetime) changelogPromise(r *kgo.Record, err error) {
+	if err != nil {
+		l.promise(r, err)
+		return
+	}
+	l.mu.Lock()
+	k := tp{r.Topic, r.Partition}
+	l.clNext[k] = max(l.clNext[k], r.Offset+1)
+	l.mu.Unlock()
+}
+
+// committedParts returns the partitions with writes to the changelog
+// kind suffix in the committed transaction (has), calling add for each with
+// its changelog's topic ID and next offset: the checkpoint to write with
+// them. The caller holds l.mu.
+func (l *lifetime) committedParts(suffix string, has func(*partition) bool, add func(p *partition, topicID [16]byte, next int64)) ([]*partition, error) {
+	var touched []*partition
+	for _, p := range l.parts {
+		if !has(p) {
+			continue
+		}
+		topic := changelogName(l.cfg.group, p.topic, suffix)
+		next, ok := l.clNext[tp{topic, p.id}]
+		if !ok {
+			return nil, fmt.Errorf("processor: committed writes to %s/%d have no changelog offsets", topic, p.id)
+		}
+		add(p, l.p.changelogIDs[topic], next)
+		touched = append(touched, p)
+	}
+	return touched, nil
+}
+
+// applyCommitted applies a committed transaction's changelog writes to the
+// local stores.
+func (l *lifetime) applyCommitted() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer clear(l.clNext)
+	if err := l.applyState(); err != nil {
+		return err
+	}
+	return l.applyMarks()
+}
+
+// restoreGate holds a partition's records back while any of its
+// keyspaces is restoring. Rewinds carry it over to the partition's new
+// state, so a rewind during a restore does not let records through early.
+type restoreGate struct{ pending int }
+
+func (g *restoreGate) open() bool { return g == nil || g.pending == 0 }
+
+// restoreRun is one restore of one changelog partition into its store. A
+// partition revoked while restoring cancels its runs; if it comes back, a
+// new run waits for the old one to stop, so that two restores never write
+// one keyspace.
+type restoreRun struct {
+	input  tp // the input partition
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type restoreResult struct {
+	p    *partition
+	gate *restoreGate
+	run  *restoreRun
+	key  tp     // the changelog partition
+	kind string // "state" or "dedupe", for logs and stats
+	st   changelog.Stats
+	err  error
+}
+
+// restore brings one keyspace of a newly assigned partition up to its
+// changelog's committed end in the background; the partition's records
+// wait until all its restores are done.
+func (l *lifetime) restore(p *partition, kind, topic string, t changelog.Target) {
+	if p.restore == nil {
+		p.restore = &restoreGate{}
+	}
+	gate := p.restore
+	gate.pending++
+	k := tp{topic, p.id}
+	prev := l.runs[k]
+	ctx, cancel := context.WithCancel(l.restoreCtx)
+	run := &restoreRun{input: tp{p.topic, p.id}, cancel: cancel, done: make(chan struct{})}
+	l.runs[k] = run
+	l.restoreWG.Add(1)
+	go func() {
+		defer l.restoreWG.Done()
+		var st changelog.Stats
+		err := ctx.Err()
+		if prev != nil {
+			prev.cancel()
+			<-prev.done
+		}
+		if err == nil {
+			st, err = changelog.Restore(ctx, l.cfg.brokers, l.cfg.kgoOpts, topic, p.id, t, l.cfg.logger)
+		}
+		cancel()
+		close(run.done)
+		select {
+		case l.restored <- restoreResult{p, gate, run, k, kind, st, err}:
+		case <-l.restoreCtx.Done():
+		}
+	}()
+}
+
+// cancelRestore cancels the restores of a revoked input partition.
+func (l *lifetime) cancelRestore(k tp) {
+	for _, run := range l.runs {
+		if run.input == k {
+			run.cancel()
+		}
+	}
+}
+
+// takeRestored dispatches the records of partitions whose restores
+// finished. A result is matched to the partition by its gate: a rewind
+// replaces the partition but keeps waiting on the same gate; a revoke
+// drops it.
+func (l *lifetime) takeRestored() error {
+	for {
+		select {
+		case r := <-l.restored:
+			if l.runs[r.key] == r.run {
+				delete(l.runs, r.key)
+			}
+			if r.err == nil {
+				stat := &l.p.stats.restored
+				if r.kind == dedupeSuffix {
+					stat = &l.p.stats.marksRestored
+				}
+				stat.Add(int64(r.st.Records))
+				l.cfg.logger.Info(r.kind+" restored", "topic", r.p.topic, "partition", r.p.id, "records", r.st.Records,
+					"rebuilt", r.st.Rebuilt, "took", r.st.Took, "per_second", int(float64(r.st.Records)/max(r.st.Took.Seconds(), 1e-9)))
+			}
+			cur := l.parts[tp{r.p.topic, r.p.id}]
+			if cur == nil || cur.restore != r.gate {
+				continue // revoked meanwhile: its canceled restore's error does not matter
+			}
+			if r.err != nil {
+				return fmt.Errorf("processor: restoring %s of %s/%d: %w", r.kind, r.p.topic, r.p.id, r.err)
+			}
+			if r.gate.pending--; !r.gate.open() {
+				continue
+			}
+			if err := l.dispatchWindow(cur); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
