@@ -173,6 +173,9 @@ func (c *config) validateDedupe() error {
 		}
 		return nil
 	}
+	if c.eventID == nil { // the default, set here: WithEventID alone is invalid
+		c.eventID = headerEventID
+	}
 	o := c.dedupeOptions()
 	switch {
 	case c.dedupeDir == "":
@@ -189,7 +192,8 @@ func (c *config) validateDedupe() error {
 
 // partDedupe is a partition's marks that are not yet in the store.
 type partDedupe struct {
-	tgt *dedupeTarget // shared by the partition's states across rewinds
+	tgt       *dedupeTarget // shared by the partition's states across rewinds
+	changelog string        // the partition's dedupe changelog topic
 
 	// Loop-owned.
 	pending map[string]struct{} // event IDs claimed by records not yet applied
@@ -207,15 +211,11 @@ type markWrite struct {
 // both are done without their handler (skip). The rest claim their ID.
 func (l *lifetime) screen(p *partition, its []*item) error {
 	d := p.dedupe
-	eventID := l.cfg.eventID
-	if eventID == nil {
-		eventID = headerEventID
-	}
 	maxLen := l.p.dedupeOpts.MaxIDLen
 	var keys [][]byte
 	var ask []*item
 	for _, it := range its {
-		id := eventID(it.rec)
+		id := l.cfg.eventID(it.rec)
 		switch {
 		case len(id) == 0:
 			continue
@@ -256,7 +256,7 @@ func (l *lifetime) screen(p *partition, its []*item) error {
 // in the open transaction: key the event ID, value the mark time.
 func (l *lifetime) produceMark(p *partition, id []byte) {
 	at := l.p.dedupeOpts.Clock.Now()
-	l.produceChangelog(dedupeTopic(l.cfg.group, p.topic), p.id, id, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())))
+	l.produceChangelog(p.dedupe.changelog, p.id, id, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())))
 	p.dedupe.txn = append(p.dedupe.txn, markWrite{id, at})
 }
 

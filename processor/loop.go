@@ -316,10 +316,10 @@ func (l *lifetime) partition(topic string, id int32) *partition {
 		if h := l.cfg.hooks.restoreApply; h != nil {
 			t = hookedTarget{t, func(n int) error { return h(id, n) }}
 		}
-		l.restore(p, "state", changelogTopic(l.cfg.group, topic), t)
+		l.restore(p, "state", p.state.changelog, t)
 	}
 	if p.dedupe != nil {
-		l.restore(p, "dedupe", dedupeTopic(l.cfg.group, topic), p.dedupe.tgt)
+		l.restore(p, "dedupe", p.dedupe.changelog, p.dedupe.tgt)
 	}
 	l.parts[k] = p
 	return p
@@ -331,14 +331,15 @@ func (l *lifetime) partition(topic string, id int32) *partition {
 func (l *lifetime) newPartition(topic string, id int32, committed int64, done []offsetmeta.Range, prev *partition) *partition {
 	p := newPartition(topic, id, l.p.gen.Add(1), committed, done)
 	if l.p.store != nil {
-		p.state = &partState{store: l.p.store, p: statestore.Partition{Topic: topic, Partition: id}, over: make(map[string]stateWrite)}
+		p.state = &partState{store: l.p.store, p: statestore.Partition{Topic: topic, Partition: id},
+			changelog: changelogTopic(l.cfg.group, topic), over: make(map[string]stateWrite)}
 	}
 	if l.p.marks != nil {
 		tgt := newDedupeTarget(l.p.marks, topic, id, l.p.dedupeOpts.MaxIDLen)
 		if prev != nil {
 			tgt = prev.dedupe.tgt
 		}
-		p.dedupe = &partDedupe{tgt: tgt, pending: make(map[string]struct{})}
+		p.dedupe = &partDedupe{tgt: tgt, changelog: dedupeTopic(l.cfg.group, topic), pending: make(map[string]struct{})}
 	}
 	if prev != nil {
 		p.restore = prev.restore

@@ -65,8 +65,9 @@ type stateWrite struct {
 
 // partState is a partition's state that is not yet in the store.
 type partState struct {
-	store *statestore.Store
-	p     statestore.Partition
+	store     *statestore.Store
+	p         statestore.Partition
+	changelog string // the partition's changelog topic
 
 	mu   sync.Mutex
 	over map[string]stateWrite // latest unapplied write per key

@@ -12,13 +12,12 @@ import (
 // produceWrites sends a record's state writes to its partition's changelog
 // in the open transaction and queues them for the store.
 func (l *lifetime) produceWrites(p *partition, ws []stateWrite) {
-	topic := changelogTopic(l.cfg.group, p.topic)
 	for _, w := range ws {
 		var v []byte // nil: a tombstone, compaction drops the key
 		if !w.Delete {
 			v = w.Value
 		}
-		l.produceChangelog(topic, p.id, w.Key, v)
+		l.produceChangelog(p.state.changelog, p.id, w.Key, v)
 	}
 	p.state.txn = append(p.state.txn, ws...)
 }
