@@ -28,9 +28,9 @@ type outcome struct {
 func (o outcome) String() string {
 	c, s := o.counts, o.totals
 	return fmt.Sprintf("%v; workers: starts=%d instances=%d kills=%d stops=%d terms=%d fenced=%d unexpected=%d broker_restarts=%d; "+
-		"clean-exit worker totals: commits=%d aborts=%d rebuilds=%d reprocessed=%d; took %v",
+		"clean-exit worker totals: commits=%d aborts=%d rebuilds=%d reprocessed=%d position_regressions=%d; took %v",
 		o.report, c.Starts, c.Instances, c.Kills, c.Stops, c.Terms, c.Fenced, c.Unexpected, c.BrokerRestarts,
-		s.Commits, s.Aborts, s.Rebuilds, s.Reprocessed, o.elapsed.Round(time.Millisecond))
+		s.Commits, s.Aborts, s.Rebuilds, s.Reprocessed, s.PositionRegressions, o.elapsed.Round(time.Millisecond))
 }
 
 // finish stops feeding, waits until every input has an output or a dead
@@ -107,6 +107,7 @@ func (e *env) fleetTotals(into *processor.Stats) counts {
 		into.Outputs += s.Outputs
 		into.DeadLettered += s.DeadLettered
 		into.Fenced += s.Fenced
+		into.PositionRegressions += s.PositionRegressions
 	}
 	return c
 }

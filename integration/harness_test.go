@@ -33,6 +33,7 @@ type workerConfig struct {
 	handlerLatency   time.Duration
 	poisonEvery      int
 	stateful         bool // -state-dir: per-session counts in a state store (see faults_stateful_test.go)
+	positionGuard    bool // -position-guard
 }
 
 // config is one run's pipeline and load.
@@ -121,6 +122,9 @@ func newEnv(t *testing.T, cfg config) *env {
 	}
 	if w.stateful {
 		args = append(args, "-state-dir", t.TempDir())
+	}
+	if w.positionGuard {
+		args = append(args, "-position-guard")
 	}
 	e.fleet = newFleet(t, bin, args, e.t0)
 	e.ctx, e.cancel = context.WithCancel(context.Background())

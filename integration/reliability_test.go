@@ -36,9 +36,12 @@ func TestKillRestart(t *testing.T) {
 // TestZombie: SIGSTOP a worker past the session timeout (3 s) but within
 // the transaction timeout (6 s), then SIGCONT it; in one stop out of three
 // a new process takes the stopped worker's instance ID, and the zombie
-// must exit with ErrFenced when it wakes.
+// must exit with ErrFenced when it wakes. The workers run with the
+// position guard, whose log must agree with the group's offsets through
+// every fencing and takeover (a wrong resume loses or doubles outputs).
 func TestZombie(t *testing.T) {
 	cfg := defaultConfig()
+	cfg.worker.positionGuard = true
 	e := newEnv(t, cfg)
 	e.sleep(warmUp)
 	stopFor := cfg.worker.sessionTimeout + 1500*time.Millisecond
@@ -52,6 +55,9 @@ func TestZombie(t *testing.T) {
 	o := e.finish()
 	if o.counts.Stops == 0 {
 		t.Error("no worker was stopped")
+	}
+	if o.totals.PositionRegressions != 0 {
+		t.Errorf("the position guard resumed %d partitions from its log, but no coordinator lost offsets here", o.totals.PositionRegressions)
 	}
 }
 
@@ -92,6 +98,7 @@ func TestBrokerRestart(t *testing.T) {
 	}
 	cfg := defaultConfig()
 	cfg.settle = 90 * time.Second
+	cfg.worker.positionGuard = true // assignments while the broker is down read the position log too
 	e := newEnv(t, cfg)
 	e.sleep(3 * time.Second)
 	e.restartBroker(e.randDur(500*time.Millisecond, 2*time.Second))

@@ -15,6 +15,7 @@ import (
 var (
 	soakRate   = flag.Int("soak-rate", 1000, "TestSoak: inputs per second")
 	soakReport = flag.String("soak-report", "", "TestSoak: also write the totals as JSON to this file")
+	soakGuard  = flag.Bool("soak-position-guard", false, "TestSoak: workers run with processor.WithPositionGuard")
 )
 
 // soakTotals is what a soak prints at the end.
@@ -42,6 +43,8 @@ type soakTotals struct {
 	Aborts          int64   `json:"aborts_clean_exits"`
 	Rebuilds        int64   `json:"rebuilds_clean_exits"`
 	Reprocessed     int64   `json:"reprocessed_clean_exits"`
+	PositionGuard   bool    `json:"position_guard"`
+	PositionRegr    int64   `json:"position_regressions_clean_exits"`
 	SettleSeconds   float64 `json:"settle_seconds"`
 	KfakeHolds      int     `json:"kfake_holds,omitempty"`
 	KfakeHeldSecs   float64 `json:"kfake_held_seconds,omitempty"`
@@ -93,6 +96,7 @@ func TestSoak(t *testing.T) {
 	cfg.rate = *soakRate
 	cfg.worker.poisonEvery = 97
 	cfg.settle = 3 * time.Minute
+	cfg.worker.positionGuard = *soakGuard
 	e := newEnv(t, cfg)
 	brokers := kafkatest.Real() && brokerScript() != ""
 	const brokerEvery = 4 * time.Minute
@@ -148,6 +152,7 @@ func TestSoak(t *testing.T) {
 		Duplicates: r.Duplicates, Losses: r.Lost, OrderViolations: r.OrderViolations, Malformed: r.Malformed,
 		ExactlyOnce: r.ExactlyOnce() && r.Outputs+r.DLQ == r.Inputs,
 		Aborts:      o.totals.Aborts, Rebuilds: o.totals.Rebuilds, Reprocessed: o.totals.Reprocessed,
+		PositionGuard: *soakGuard, PositionRegr: o.totals.PositionRegressions,
 		SettleSeconds: time.Since(t0).Seconds(),
 		KfakeHolds:    hold.holds, KfakeHeldSecs: hold.held.Seconds(),
 	}

@@ -37,12 +37,16 @@ type changelogSpec struct {
 // changelogSpecs lists the changelogs the configuration needs.
 func (c *config) changelogSpecs() []changelogSpec {
 	var out []changelogSpec
+	compact := "compact"
+	compacted := map[string]*string{"cleanup.policy": &compact}
 	if c.stateDir != "" {
-		compact := "compact"
-		out = append(out, changelogSpec{stateSuffix, map[string]*string{"cleanup.policy": &compact}})
+		out = append(out, changelogSpec{stateSuffix, compacted})
 	}
 	if c.dedupeDir != "" {
 		out = append(out, changelogSpec{dedupeSuffix, dedupeTopicConfigs(c.dedupeOptions())})
+	}
+	if c.positionGuard {
+		out = append(out, changelogSpec{positionsSuffix, compacted})
 	}
 	return out
 }

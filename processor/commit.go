@@ -17,6 +17,14 @@ func (l *lifetime) commit(ctx context.Context) error {
 	if !l.s.InTxn() {
 		return nil
 	}
+	plans := make(map[tp]commitPlan, len(l.parts))
+	for k, p := range l.parts {
+		base, done := p.commitPoint()
+		plans[k] = commitPlan{base, done, offsetmeta.Encode(base, done)}
+	}
+	if l.cfg.positionGuard {
+		l.producePositions(plans) // before the flush, which must cover them
+	}
 	// Flush first: a record that failed must be seen before the offsets
 	// of its input are committed, or the input would be lost.
 	fctx, cancel := context.WithTimeout(l.produceCtx, l.cfg.txnTimeout)
@@ -41,16 +49,6 @@ func (l *lifetime) commit(ctx context.Context) error {
 		}
 		l.rewindAll()
 		return nil
-	}
-	type plan struct {
-		base int64
-		done []offsetmeta.Range
-		meta string
-	}
-	plans := make(map[tp]plan, len(l.parts))
-	for k, p := range l.parts {
-		base, done := p.commitPoint()
-		plans[k] = plan{base, done, offsetmeta.Encode(base, done)}
 	}
 	sent := make(map[tp]bool, len(plans))
 	// The request starts from the client's polled heads, which a rewind
@@ -139,6 +137,13 @@ func (l *lifetime) commit(ctx context.Context) error {
 	l.txnOutputs, l.txnDLQ, l.txnDLQBy, l.txnDups = 0, 0, [len(dlqReasons)]int64{}, 0
 	l.cfg.logger.Debug("committed", "took", time.Since(start))
 	return nil
+}
+
+// commitPlan is what a transaction commits for one input partition.
+type commitPlan struct {
+	base int64 // the lowest unfinished offset (-1: nothing fetched since a rewind)
+	done []offsetmeta.Range
+	meta string
 }
 
 // rewindAll drops everything after the last commit: the transaction was

@@ -96,12 +96,12 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 		SessionTimeout:     cfg.sessionTimeout,
 		RebalanceTimeout:   cfg.rebalanceTimeout,
 		Incarnation:        p.incarnation,
-		ClientOpts: append(clientOpts,
+		ClientOpts: append(append(clientOpts,
 			kgo.OnOffsetsFetched(l.onOffsetsFetched),
 			kgo.OnPartitionsRevoked(l.onRevoked),
 			kgo.OnPartitionsLost(l.onRevoked),
 			kgo.OnPartitionsCallbackBlocked(l.onRebalanceWanted),
-		),
+		), l.positionGuardOpts()...),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)

@@ -86,6 +86,7 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		counter("records_reprocessed_total", "Finished records whose work an aborted transaction threw away, to be handled again (Stats.Reprocessed).", s.reprocessed.Load),
 		counter("state_restored_records_total", "Changelog records replayed into the state store (Stats.StateRestored).", s.restored.Load),
 		counter("duplicates_skipped_total", "Records skipped in committed transactions because their event ID was already processed (WithDedupe; Stats.DuplicatesSkipped).", s.dups.Load),
+		counter("position_regressions_total", "Partitions resumed from the position log because the group served an older position (WithPositionGuard; Stats.PositionRegressions).", s.positionRegressions.Load),
 		counter("dedupe_restored_marks_total", "Dedupe changelog records replayed into the dedupe store (Stats.MarksRestored).", s.marksRestored.Load),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "active_sessions", ConstLabels: constLabels,

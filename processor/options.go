@@ -94,6 +94,7 @@ type config struct {
 	dedupeDir          string
 	dedupeOpts         *dedupe.Options
 	eventID            func(*kgo.Record) []byte
+	positionGuard      bool
 	registerer         prometheus.Registerer
 	tracerProvider     trace.TracerProvider
 	hooks              testHooks // set only by tests (export_test.go)

@@ -173,12 +173,15 @@ type Stats struct {
 	// (WithDedupe).
 	DuplicatesSkipped int64
 	MarksRestored     int64 // dedupe changelog records replayed into the dedupe store
-	ActiveSessions    int
+	// PositionRegressions counts partitions that WithPositionGuard resumed
+	// from the position log because the group served an older position.
+	PositionRegressions int64
+	ActiveSessions      int
 }
 
 type counters struct {
 	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
-	dups, marksRestored                                                                                            atomic.Int64
+	dups, marksRestored, positionRegressions                                                                       atomic.Int64
 	dlqBy                                                                                                          [len(dlqReasons)]atomic.Int64
 }
 
@@ -200,6 +203,8 @@ func (p *Processor) Stats() Stats {
 
 		DuplicatesSkipped: p.stats.dups.Load(),
 		MarksRestored:     p.stats.marksRestored.Load(),
+
+		PositionRegressions: p.stats.positionRegressions.Load(),
 	}
 	s.ActiveSessions = p.d.activeSessions()
 	return s

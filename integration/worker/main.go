@@ -70,6 +70,7 @@ type flags struct {
 	ordering, logLevel, kgoLogLevel        string
 	maxVersion                             string
 	stateDir                               string
+	positionGuard                          bool
 }
 
 func parseFlags(args []string) (flags, error) {
@@ -94,6 +95,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.maxVersion, "max-kafka-version", "", "pin franz-go's request versions to a Kafka release (3.9, 4.0 … 4.4; empty: negotiate)")
 	fs.StringVar(&f.kgoLogLevel, "kgo-log-level", "none", "franz-go client log level: none, error, warn, info, debug")
 	fs.StringVar(&f.stateDir, "state-dir", "", "stateful mode: keep a per-session record count in a state store under a new directory in this one, and put the count before each record into its output's "+HeaderStateCount+" header (empty: stateless copy)")
+	fs.BoolVar(&f.positionGuard, "position-guard", false, "processor.WithPositionGuard: keep the committed positions in a position log too and resume from it when the group serves an older one")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -186,6 +188,9 @@ func run() int {
 		opts = append(opts, processor.WithStateStore(dir, nil))
 	}
 
+	if f.positionGuard {
+		opts = append(opts, processor.WithPositionGuard())
+	}
 	p, err := processor.New(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)

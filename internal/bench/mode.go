@@ -29,21 +29,22 @@ const (
 	ModeUnordered Mode = "onceflow-unordered"
 )
 
-// Suffixes that turn an onceflow mode into an observed twin, the same
-// pipeline with instrumentation on: ObserveSuffix ("onceflow-session+obs")
-// for Prometheus metrics and OpenTelemetry tracing (every record sampled),
-// MetricsSuffix or TracingSuffix for one of them. Listing a mode and its
-// twins in -modes measures the cost of observability side by side in one
-// run.
+// Suffixes that turn an onceflow mode into a twin, the same pipeline with
+// one feature on: ObserveSuffix ("onceflow-session+obs") for Prometheus
+// metrics and OpenTelemetry tracing (every record sampled), MetricsSuffix
+// or TracingSuffix for one of them, GuardSuffix for
+// processor.WithPositionGuard. Listing a mode and its twins in -modes
+// measures the cost of the feature side by side in one run.
 const (
 	ObserveSuffix = "+obs"
 	MetricsSuffix = "+metrics"
 	TracingSuffix = "+tracing"
+	GuardSuffix   = "+guard"
 )
 
-// suffix is the mode's observation suffix, or "".
+// suffix is the mode's twin suffix, or "".
 func (m Mode) suffix() string {
-	for _, s := range []string{ObserveSuffix, MetricsSuffix, TracingSuffix} {
+	for _, s := range []string{ObserveSuffix, MetricsSuffix, TracingSuffix, GuardSuffix} {
 		if strings.HasSuffix(string(m), s) {
 			return s
 		}
@@ -51,23 +52,26 @@ func (m Mode) suffix() string {
 	return ""
 }
 
-// base is the mode without its observation suffix.
+// base is the mode without its twin suffix.
 func (m Mode) base() Mode { return Mode(strings.TrimSuffix(string(m), m.suffix())) }
 
-// observed reports whether the mode carries an observation suffix.
+// observed reports whether the mode is a twin (carries a suffix).
 func (m Mode) observed() bool { return m.suffix() != "" }
 
-// metricsOn and tracingOn say what an observed mode turns on.
+// metricsOn, tracingOn and guardOn say what a twin turns on.
 func (m Mode) metricsOn() bool { s := m.suffix(); return s == ObserveSuffix || s == MetricsSuffix }
 func (m Mode) tracingOn() bool { s := m.suffix(); return s == ObserveSuffix || s == TracingSuffix }
+func (m Mode) guardOn() bool   { return m.suffix() == GuardSuffix }
 
-// instruments names what an observed mode turns on.
+// instruments names what a twin turns on.
 func (m Mode) instruments() string {
 	switch m.suffix() {
 	case MetricsSuffix:
 		return "metrics"
 	case TracingSuffix:
 		return "tracing"
+	case GuardSuffix:
+		return "the position guard"
 	}
 	return "metrics and tracing"
 }
@@ -93,7 +97,7 @@ func ParseModes(s string) ([]Mode, error) {
 			return nil, fmt.Errorf("unknown mode %q (want one of %s)", m, joinModes(AllModes()))
 		}
 		if m.observed() && m.base().baseline() {
-			return nil, fmt.Errorf("mode %q: only onceflow modes can be observed (%s, %s, %s)", m, ObserveSuffix, MetricsSuffix, TracingSuffix)
+			return nil, fmt.Errorf("mode %q: only onceflow modes have twins (%s, %s, %s, %s)", m, ObserveSuffix, MetricsSuffix, TracingSuffix, GuardSuffix)
 		}
 		out = append(out, m)
 	}

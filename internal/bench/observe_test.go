@@ -27,8 +27,13 @@ func TestObservedModes(t *testing.T) {
 	require.False(t, ms[1].metricsOn())
 	require.True(t, (ModeSession + ObserveSuffix).metricsOn())
 	require.True(t, (ModeSession + ObserveSuffix).tracingOn())
-	require.False(t, ModeSession.metricsOn() || ModeSession.tracingOn())
-	for _, bad := range []string{"alo-raw+obs", "franz-gts+metrics", "onceflow+obs+obs", "onceflow+metrics+tracing", "+obs"} {
+	require.False(t, ModeSession.metricsOn() || ModeSession.tracingOn() || ModeSession.guardOn())
+	ms, err = ParseModes("onceflow+guard")
+	require.NoError(t, err)
+	require.True(t, ms[0].guardOn())
+	require.False(t, ms[0].metricsOn() || ms[0].tracingOn())
+	require.Equal(t, ModeSession+GuardSuffix, ms[0].resolve(processor.OrderBySession))
+	for _, bad := range []string{"alo-raw+obs", "franz-gts+metrics", "onceflow+obs+obs", "onceflow+metrics+tracing", "+obs", "franz-gts+guard", "onceflow+guard+obs"} {
 		_, err := ParseModes(bad)
 		require.Error(t, err, bad)
 	}

@@ -76,6 +76,9 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 	if job.DedupeDir != "" {
 		opts = append(opts, processor.WithDedupe(job.DedupeDir, nil))
 	}
+	if job.Mode.guardOn() {
+		opts = append(opts, processor.WithPositionGuard())
+	}
 	obs := newObservability(job)
 	p, err := processor.New(append(opts, obs.opts...)...)
 	if err != nil {

@@ -1,0 +1,194 @@
+package processor
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/changelog"
+	"github.com/onceflow/onceflow/internal/offsetmeta"
+)
+
+// The position guard keeps a second copy of each input partition's
+// committed position (offset and finished records above it) in a compacted
+// topic, written in the transaction that commits the offsets, and so
+// committed or aborted with them. On assignment the processor compares the
+// offset the group coordinator serves with the last committed position:
+// if the coordinator serves an older onceflow commit, or none, it resumes
+// from the position log. A coordinator serving stale offsets otherwise
+// makes the new owner redo, and re-emit, everything since (finding 7 in
+// docs/reliability.md: Kafka 4.2.0 after a broker restart).
+
+const positionsSuffix = "positions"
+
+func positionsTopic(group, input string) string { return changelogName(group, input, positionsSuffix) }
+
+// WithPositionGuard keeps every input partition's committed position in
+// a compacted topic "<group>-<input topic>-positions" (one partition per
+// input partition, created if missing), written inside each transaction,
+// and resumes a newly assigned partition from the later of that position
+// and the offset the group coordinator serves (also when it serves none).
+// Each transaction writes one small record per input partition that
+// progressed; each assignment reads the tail of the position partitions.
+// A deliberate rewind (kafka-consumer-groups --reset-offsets) is then
+// overridden too: delete the position topic before restarting after one.
+// Kafka Streams has no equivalent: it trusts the coordinator. Default: off.
+func WithPositionGuard() Opt { return func(c *config) { c.positionGuard = true } }
+
+// positionVersion is the first byte of a position record's value.
+const positionVersion = 1
+
+// encodePosition is a position record's value: the version, the committed
+// offset, and the finished ranges above it, if any, in offsetmeta's binary
+// form.
+func encodePosition(base int64, done []offsetmeta.Range) []byte {
+	b := make([]byte, 9, 9+offsetmeta.BinaryLen(base, done))
+	b[0] = positionVersion
+	binary.BigEndian.PutUint64(b[1:], uint64(base))
+	if len(done) == 0 {
+		return b
+	}
+	return offsetmeta.AppendBinary(b, base, done)
+}
+
+func decodePosition(v []byte) (int64, []offsetmeta.Range, error) {
+	if len(v) < 9 || v[0] != positionVersion {
+		return 0, nil, fmt.Errorf("%w: position record of %d bytes, version %d", ErrCorruptMetadata, len(v), firstByte(v))
+	}
+	base := int64(binary.BigEndian.Uint64(v[1:]))
+	if base < 0 {
+		return 0, nil, fmt.Errorf("%w: position record with offset %d", ErrCorruptMetadata, base)
+	}
+	if len(v) == 9 {
+		return base, nil, nil
+	}
+	done, err := offsetmeta.DecodeBinary(base, v[9:])
+	if err != nil {
+		return 0, nil, err
+	}
+	return base, done, nil
+}
+
+func firstByte(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	return int(b[0])
+}
+
+func positionKey(partition int32) []byte {
+	return binary.BigEndian.AppendUint32(nil, uint32(partition))
+}
+
+// producePositions writes, in the open transaction, the position each
+// partition commits, where it moved since the last commit.
+func (l *lifetime) producePositions(plans map[tp]commitPlan) {
+	for k, pl := range plans {
+		p := l.parts[k]
+		if pl.base < 0 || pl.base == p.committed && slices.Equal(pl.done, p.committedDone) {
+			continue
+		}
+		l.produceChangelog(positionsTopic(l.cfg.group, k.topic), k.partition, positionKey(k.partition), encodePosition(pl.base, pl.done))
+	}
+}
+
+// adjustOffsets runs after the group served the committed offsets of newly
+// assigned partitions (onOffsetsFetched has recorded them) and before
+// fetching starts: where the position log is ahead of an offset onceflow
+// committed, or the group has no offset, fetching starts at the logged
+// position instead, and the partition starts from its finished ranges.
+func (l *lifetime) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for topic, parts := range offsets {
+		ids := make([]int32, 0, len(parts))
+		for p := range parts {
+			ids = append(ids, p)
+		}
+		name := positionsTopic(l.cfg.group, topic)
+		start := time.Now()
+		last, err := changelog.Last(ctx, l.cfg.brokers, l.cfg.kgoOpts, name, ids)
+		if err != nil {
+			l.cfg.logger.Warn("cannot read the position log; rejoining the group to try again", "topic", name, "err", err)
+			return nil, err
+		}
+		l.cfg.logger.Info("position log read", "topic", name, "partitions", len(ids), "took", time.Since(start))
+		for id, r := range last {
+			if r == nil {
+				continue
+			}
+			base, done, err := decodePosition(r.Value)
+			if err != nil {
+				l.mu.Lock()
+				l.fatal = fmt.Errorf("position log %s/%d at offset %d: %w", name, id, r.Offset, err)
+				l.mu.Unlock()
+				continue
+			}
+			if l.takePosition(tp{topic, id}, base, done) {
+				parts[id] = kgo.NewOffset().At(base).WithEpoch(-1)
+			}
+		}
+	}
+	return offsets, nil
+}
+
+// takePosition decides whether a partition resumes from its logged
+// position rather than from what the group served, and records it: the
+// later offset wins, and the finished ranges of both are merged (each was
+// committed, so each record in them is done).
+func (l *lifetime) takePosition(k tp, base int64, done []offsetmeta.Range) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	served, ok := l.fetched[k]
+	if !ok {
+		served.offset = -1
+	}
+	if served.offset > base {
+		return false // the log is behind (written while the guard was off)
+	}
+	merged := mergeRanges(done, served.done, base)
+	if served.offset == base && slices.Equal(merged, served.done) {
+		return false
+	}
+	log := l.cfg.logger.With("topic", k.topic, "partition", k.partition, "served", served.offset, "served_done", served.done,
+		"logged", base, "logged_done", done)
+	if served.offset < 0 {
+		log.Warn("the group has no committed offset but the position log has one; resuming from the log")
+	} else {
+		log.Warn("the group coordinator served a position older than the committed position log; resuming from the log (the stale one would redo and re-emit what was committed since)")
+	}
+	l.fetched[k] = committedInfo{offset: base, done: merged}
+	l.p.stats.positionRegressions.Add(1)
+	return true
+}
+
+// mergeRanges returns the union of two sorted range lists, from offset
+// from on, sorted and coalesced.
+func mergeRanges(a, b []offsetmeta.Range, from int64) []offsetmeta.Range {
+	all := append(slices.Clone(a), b...)
+	slices.SortFunc(all, func(x, y offsetmeta.Range) int { return cmp.Compare(x.Start, y.Start) })
+	var out []offsetmeta.Range
+	for _, r := range all {
+		r.Start = max(r.Start, from)
+		if r.End <= r.Start {
+			continue
+		}
+		if n := len(out); n > 0 && r.Start <= out[n-1].End {
+			out[n-1].End = max(out[n-1].End, r.End)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// positionGuardOpts are the client options the guard adds.
+func (l *lifetime) positionGuardOpts() []kgo.Opt {
+	if !l.cfg.positionGuard {
+		return nil
+	}
+	return []kgo.Opt{kgo.AdjustFetchOffsetsFn(l.adjustOffsets)}
+}
