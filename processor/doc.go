@@ -47,6 +47,15 @@
 // catch. The marks commit with the transaction through a changelog topic,
 // as session state does, and follow the partition to its next owner.
 //
+// # Position guard
+//
+// The group coordinator is the one record of how far each partition got.
+// WithPositionGuard keeps a second one: each transaction also writes the
+// positions it commits to a compacted topic, and a newly assigned
+// partition resumes from the later of the two, so a coordinator that
+// serves an older offset (or none) no longer makes the new owner redo and
+// re-emit what was committed since.
+//
 // # Observability
 //
 // WithMetrics registers Prometheus metrics (prefixed onceflow_, plus the

@@ -19,8 +19,8 @@ import (
 // topic, written in the transaction that commits the offsets, and so
 // committed or aborted with them. On assignment the processor compares the
 // offset the group coordinator serves with the last committed position:
-// if the coordinator serves an older onceflow commit, or none, it resumes
-// from the position log. A coordinator serving stale offsets otherwise
+// if the coordinator serves an older position, or none, it resumes from
+// the position log. A coordinator serving stale offsets otherwise
 // makes the new owner redo, and re-emit, everything since (finding 7 in
 // docs/reliability.md: Kafka 4.2.0 after a broker restart).
 
@@ -37,7 +37,8 @@ func positionsTopic(group, input string) string { return changelogName(group, in
 // progressed; each assignment reads the tail of the position partitions.
 // A deliberate rewind (kafka-consumer-groups --reset-offsets) is then
 // overridden too: delete the position topic before restarting after one.
-// Kafka Streams has no equivalent: it trusts the coordinator. Default: off.
+// Kafka Streams has no such setting: it takes the coordinator's offsets as
+// they are. Default: off.
 func WithPositionGuard() Opt { return func(c *config) { c.positionGuard = true } }
 
 // positionVersion is the first byte of a position record's value.
@@ -99,9 +100,9 @@ func (l *lifetime) producePositions(plans map[tp]commitPlan) {
 
 // adjustOffsets runs after the group served the committed offsets of newly
 // assigned partitions (onOffsetsFetched has recorded them) and before
-// fetching starts: where the position log is ahead of an offset onceflow
-// committed, or the group has no offset, fetching starts at the logged
-// position instead, and the partition starts from its finished ranges.
+// fetching starts: where the position log is ahead of the offset the group
+// served, or the group has none, fetching starts at the logged position
+// instead (see takePosition).
 func (l *lifetime) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	for topic, parts := range offsets {
 		ids := make([]int32, 0, len(parts))

@@ -69,9 +69,10 @@
 // runs so a scraper sees the final values. Metrics of -workers runs stay
 // in the worker processes. An onceflow mode suffixed +obs runs with
 // metrics and tracing on (every record sampled, spans batched to an
-// exporter that drops them), +metrics or +tracing with one of them;
-// listing a mode and its twins alternately measures their cost side by
-// side, reported as ratio_to_unobserved:
+// exporter that drops them), +metrics or +tracing with one of them, and
+// +guard with processor.WithPositionGuard; listing a mode and its twins
+// alternately measures their cost side by side, reported as
+// ratio_to_unobserved:
 //
 //	eosbench -modes onceflow-session,onceflow-session+obs,onceflow-session,onceflow-session+obs
 //

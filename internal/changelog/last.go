@@ -2,9 +2,11 @@ package changelog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -15,9 +17,10 @@ import (
 const lastWindow = 16
 
 // Last returns the last committed record of each given partition of topic
-// that is below its last stable offset (nil where there is none). It never
-// waits for open transactions: a record committed after one that is still
-// open is missed, and an earlier one returned instead.
+// that is below its last stable offset (nil where there is none, or if the
+// topic does not exist). It never waits for open transactions: a record
+// committed after one that is still open is missed, and an earlier one
+// returned instead.
 func Last(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, partitions []int32) (map[int32]*kgo.Record, error) {
 	adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
@@ -25,9 +28,16 @@ func Last(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, p
 	}
 	defer adm.Close()
 	ac := kadm.NewClient(adm)
+	out := make(map[int32]*kgo.Record, len(partitions))
+	for _, p := range partitions {
+		out[p] = nil
+	}
 	starts, err := ac.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return out, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("changelog: start offsets of %s: %w", topic, err)
@@ -39,13 +49,11 @@ func Last(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, p
 	if err != nil {
 		return nil, fmt.Errorf("changelog: last stable offsets of %s: %w", topic, err)
 	}
-	out := make(map[int32]*kgo.Record, len(partitions))
 	lo := make(map[int32]int64, len(partitions))
 	hi := make(map[int32]int64, len(partitions))
 	for _, p := range partitions {
 		s, _ := starts.Lookup(topic, p)
 		e, _ := stable.Lookup(topic, p)
-		out[p] = nil
 		if e.Offset > s.Offset {
 			lo[p], hi[p] = s.Offset, e.Offset
 		}

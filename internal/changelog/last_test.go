@@ -49,5 +49,9 @@ func TestLast(t *testing.T) {
 		require.NotNil(t, last[2])
 		require.Equal(t, "y", string(last[2].Value), "an open transaction is neither waited for nor read")
 		require.NoError(t, zombie.EndTransaction(ctx, kgo.TryAbort))
+
+		last, err = changelog.Last(ctx, c.Brokers, nil, kafkatest.Name(t, "missing"), []int32{0})
+		require.NoError(t, err)
+		require.Equal(t, map[int32]*kgo.Record{0: nil}, last, "a missing topic has no records")
 	})
 }
