@@ -18,9 +18,12 @@ const lastWindow = 16
 
 // Last returns the last committed record of each given partition of topic
 // that is below its last stable offset (nil where there is none, or if the
-// topic does not exist). It never waits for open transactions: a record
-// committed after one that is still open is missed, and an earlier one
-// returned instead.
+// topic does not exist). It reads no further: a record committed after a
+// transaction that is still open is missed, and an earlier one returned
+// instead. One case waits for the open transaction to end (at most its
+// timeout): when the offsets right below it hold an aborted transaction's
+// records, which read_committed drops, so nothing shows that the stable
+// offset was reached until later offsets become readable.
 func Last(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, partitions []int32) (map[int32]*kgo.Record, error) {
 	adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
