@@ -59,17 +59,11 @@ func Restore(ctx context.Context, brokers []string, opts []kgo.Opt, topic string
 		return st, fmt.Errorf("changelog: describing %s: %w", topic, err)
 	}
 	id := td[topic].ID
-	starts, err := ac.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
+	starts, err := listed(ac.ListStartOffsets(ctx, topic))
 	if err != nil {
 		return st, fmt.Errorf("changelog: start offsets of %s: %w", topic, err)
 	}
-	ends, err := ac.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := listed(ac.ListEndOffsets(ctx, topic))
 	if err != nil {
 		return st, fmt.Errorf("changelog: end offsets of %s: %w", topic, err)
 	}
@@ -143,4 +137,12 @@ func Restore(ctx context.Context, brokers []string, opts []kgo.Opt, topic string
 	}
 	st.Took = time.Since(start)
 	return st, nil
+}
+
+// listed folds a listing's per-partition errors into its error.
+func listed(lo kadm.ListedOffsets, err error) (kadm.ListedOffsets, error) {
+	if err == nil {
+		err = lo.Error()
+	}
+	return lo, err
 }

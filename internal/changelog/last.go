@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,20 +36,14 @@ func Last(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, p
 	for _, p := range partitions {
 		out[p] = nil
 	}
-	starts, err := ac.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
+	starts, err := listed(ac.ListStartOffsets(ctx, topic))
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return out, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("changelog: start offsets of %s: %w", topic, err)
 	}
-	stable, err := ac.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = stable.Error()
-	}
+	stable, err := listed(ac.ListCommittedOffsets(ctx, topic))
 	if err != nil {
 		return nil, fmt.Errorf("changelog: last stable offsets of %s: %w", topic, err)
 	}
@@ -94,10 +89,7 @@ func readLast(ctx context.Context, brokers []string, opts []kgo.Opt, topic strin
 	}
 	defer cl.Close()
 	last := make(map[int32]*kgo.Record, len(from))
-	left := make(map[int32]int64, len(hi))
-	for p, e := range hi {
-		left[p] = e
-	}
+	left := maps.Clone(hi)
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
