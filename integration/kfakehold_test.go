@@ -105,3 +105,25 @@ func (e *env) reapDead() {
 	_, err = e.c.Admin.LeaveGroup(ctx, kadm.LeaveGroup(e.group).InstanceIDs(dead...).Reason("kfake: dead member never expired (finding 5)"))
 	e.fleet.eventf("kfake: removed members of dead instances %v, which kfake never expired (err %v)", dead, err)
 }
+
+// kgoRequestOverhead is franz-go's default RequestTimeoutOverhead, which the
+// workers keep: a JoinGroup is given up after the rebalance timeout plus this.
+const kgoRequestOverhead = 10 * time.Second
+
+// membershipGrace is how long after every input was accounted for a running
+// worker may still be out of the group. On Kafka: a session timeout to
+// notice an expulsion, then a join, plus margin. On kfake also one unanswered
+// JoinGroup: kfake drops a member that waits in JoinGroup past its session
+// timeout without answering it (finding 5, TestCoordinatorKeepsWaitingJoiner),
+// so the worker learns only when franz-go gives the request up, and its
+// Close (a rebuild after an expulsion closes the client) waits for that too.
+// CI saw it once in TestStatefulFaults on kfake: a worker was out of the
+// group (members [w2 w6]) 10 s after every input was accounted for, its
+// goroutine dump showing Close waiting for a JoinGroup with a 20 s deadline.
+func (e *env) membershipGrace() time.Duration {
+	grace := e.cfg.worker.sessionTimeout + 7*time.Second
+	if !kafkatest.Real() {
+		grace += e.cfg.worker.rebalanceTimeout + kgoRequestOverhead
+	}
+	return grace
+}

@@ -208,7 +208,7 @@ type markWrite struct {
 // screen decides, in offset order, what becomes of records about to be
 // dispatched: a record whose event ID is pending in the partition or marked
 // in the store is a duplicate, one whose ID is too long a dead letter;
-// both are done without their handler (skip). The rest claim their ID.
+// both are done without their handler. The rest claim their ID.
 func (l *lifetime) screen(p *partition, its []*item) error {
 	d := p.dedupe
 	maxLen := l.p.dedupeOpts.MaxIDLen
@@ -222,12 +222,11 @@ func (l *lifetime) screen(p *partition, its []*item) error {
 		case len(id) > maxLen:
 			err := fmt.Errorf("event ID is %d bytes, longer than the dedupe store's MaxIDLen %d", len(id), maxLen)
 			it.dlq = deadLetter(l.cfg.dlq, it, reasonEventIDTooLong, err, 0, time.Time{})
-			it.skip = true
 			continue
 		}
 		it.eventID = id
 		if _, ok := d.pending[string(id)]; ok {
-			it.dup, it.skip = true, true
+			it.dup = true
 			continue
 		}
 		keys = append(keys, d.tgt.markKey(id))
@@ -243,7 +242,7 @@ func (l *lifetime) screen(p *partition, its []*item) error {
 	for i, it := range ask {
 		_, pending := d.pending[string(it.eventID)] // claimed earlier in this batch
 		if seen[i] || pending {
-			it.dup, it.skip = true, true
+			it.dup = true
 			continue
 		}
 		d.pending[string(it.eventID)] = struct{}{}

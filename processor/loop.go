@@ -273,7 +273,7 @@ func (l *lifetime) dispatchWindow(p *partition) error {
 	}
 	for i, it := range batch {
 		batch[i] = nil
-		if it.skip {
+		if it.dup || it.dlq != nil { // screened out: done without its handler
 			l.p.complete(it)
 			continue
 		}

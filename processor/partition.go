@@ -30,11 +30,11 @@ type item struct {
 	sess         *session
 
 	// Set by the loop before dispatch (screen); eventID is read by the
-	// handler too, through its context.
+	// handler too, through its context. A duplicate, or a record that
+	// screen dead-lettered (dlq set), is done without its handler.
 	eventID []byte // nil: none, or WithDedupe is off
 	claimed bool   // the first of its event ID: marked when done
-	dup     bool   // a duplicate: done without its handler
-	skip    bool   // done without its handler (a duplicate or a dead letter)
+	dup     bool   // a duplicate
 
 	// Loop-owned.
 	fetched time.Time

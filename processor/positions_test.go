@@ -25,12 +25,12 @@ func regress(t *testing.T, pl *pipeline, n int, how string, opts ...processor.Op
 	ctx := context.Background()
 	a := start(t, append(pl.opts("i1", copyHandler), opts...)...)
 	pl.produce(t, 0, n)
-	waitOutputs(t, a, int64(n))
+	pl.waitOutputs(t, n, 60*time.Second)
 	stale, err := pl.c.Admin.FetchOffsets(ctx, pl.group)
 	require.NoError(t, err)
 	require.NoError(t, stale.Error())
 	pl.produce(t, n, 2*n)
-	waitOutputs(t, a, int64(2*n))
+	pl.waitOutputs(t, 2*n, 60*time.Second)
 	require.NoError(t, a.stop(t))
 
 	// A static member stays in the group after it stops; an empty group
@@ -47,11 +47,6 @@ func regress(t *testing.T, pl *pipeline, n int, how string, opts ...processor.Op
 		require.NoError(t, err)
 		require.NoError(t, resp.Error())
 	}
-}
-
-func waitOutputs(t *testing.T, r *running, n int64) {
-	t.Helper()
-	require.Eventually(t, func() bool { return r.p.Stats().Outputs >= n }, 60*time.Second, 20*time.Millisecond)
 }
 
 // TestPositionGuard: after the group serves an older position than the
@@ -79,7 +74,7 @@ func TestPositionGuard(t *testing.T) {
 			pl := newPipeline(t, c, 3, 2000, 100)
 			regress(t, pl, 1000, "commit")
 			b := start(t, pl.opts("i2", copyHandler)...)
-			waitOutputs(t, b, 1000)
+			pl.waitOutputs(t, 3000, 60*time.Second) // the 2,000 outputs of the first owner and 1,000 again
 			require.NoError(t, b.stop(t))
 			rep := pl.read(t)
 			require.Equal(t, 1000, rep.Duplicates, rep.String())

@@ -26,15 +26,7 @@ func TestStateAbortDuringRestore(t *testing.T) {
 			t.Skip("needs kfake fault injection")
 		}
 		pl := newPipeline(t, c, 2, 4000, 200)
-		// In steps: a changelog of many transactions, restored in many
-		// batches.
-		x := start(t, append(pl.opts("i1", counterHandler(0)), processor.WithStateStore(t.TempDir(), nil))...)
-		for i := 0; i < 3000; i += 300 {
-			pl.produce(t, i, i+300)
-			pl.waitOutputs(t, i+300, 60*time.Second)
-		}
-		require.NoError(t, x.stop(t))
-
+		pl.seedChangelog(t, 3000)
 		pl.produce(t, 3000, pl.inputs)
 		// Partition 1's restore holds until partition 0, restored and
 		// running, has had a transaction aborted, and for a few commit
@@ -68,6 +60,19 @@ func TestStateAbortDuringRestore(t *testing.T) {
 	})
 }
 
+// seedChangelog runs a stateful instance over inputs [0, n) in steps of
+// 300, each step its own transactions, and stops it: a changelog of many
+// transactions, restored in many batches.
+func (pl *pipeline) seedChangelog(t *testing.T, n int) {
+	t.Helper()
+	x := start(t, append(pl.opts("i1", counterHandler(0)), processor.WithStateStore(t.TempDir(), nil))...)
+	for i := 0; i < n; i += 300 {
+		pl.produce(t, i, i+300)
+		pl.waitOutputs(t, i+300, 60*time.Second)
+	}
+	require.NoError(t, x.stop(t))
+}
+
 // TestStateRevokedDuringRestore: a partition is revoked while its restore
 // is stuck (a slow disk) and comes back while that restore is still
 // stuck. The new restore must not run beside the old one: the old one,
@@ -76,12 +81,7 @@ func TestStateAbortDuringRestore(t *testing.T) {
 func TestStateRevokedDuringRestore(t *testing.T) {
 	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
 		pl := newPipeline(t, c, 2, 5000, 200)
-		x := start(t, append(pl.opts("i1", counterHandler(0)), processor.WithStateStore(t.TempDir(), nil))...)
-		for i := 0; i < 3000; i += 300 {
-			pl.produce(t, i, i+300)
-			pl.waitOutputs(t, i+300, 60*time.Second)
-		}
-		require.NoError(t, x.stop(t))
+		pl.seedChangelog(t, 3000)
 		pl.produce(t, 3000, 3500)
 
 		// The first restore batch of each partition of A holds until

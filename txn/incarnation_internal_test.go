@@ -69,6 +69,20 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 			t.Cleanup(s.Close)
 			return s, joined(t, func(ctx context.Context) { s.Poll(ctx, 10) }, s.Client())
 		}
+		// rejoin builds a process's next client, checks that it holds the
+		// instance ID, and opens a transaction with a record in it.
+		rejoin := func(who string, cfg Config, value string) (*Session, string) {
+			t.Helper()
+			s, member := build(cfg)
+			held(who, member, cfg.Incarnation)
+			if err := s.Begin(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Client().ProduceSync(context.Background(), &kgo.Record{Topic: out, Value: []byte(value)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			return s, member
+		}
 
 		// The old process joins, then is stopped: no more requests.
 		var zCut kafkatest.Cutter
@@ -96,14 +110,7 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 
 		// The zombie wakes, rebuilds its client (same incarnation) and
 		// rejoins: static membership gives it the instance ID.
-		zombie2, z2 := build(oldCfg)
-		held("returning zombie", z2, oldCfg.Incarnation)
-		if err := zombie2.Begin(); err != nil {
-			t.Fatal(err)
-		}
-		if err := zombie2.Client().ProduceSync(context.Background(), &kgo.Record{Topic: out, Value: []byte("zombie")}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		zombie2, z2 := rejoin("returning zombie", oldCfg, "zombie")
 
 		// The newer process's commit times out (or its heartbeat is
 		// fenced): the holder is older, so it must not stop.
@@ -120,14 +127,7 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		// It rebuilds and rejoins, replacing the zombie's member, and
 		// begins a transaction (bumping the producer epoch).
 		newer.Close()
-		newer2, n2 := build(newCfg)
-		held("rejoined newer process", n2, newCfg.Incarnation)
-		if err := newer2.Begin(); err != nil {
-			t.Fatal(err)
-		}
-		if err := newer2.Client().ProduceSync(context.Background(), &kgo.Record{Topic: out, Value: []byte("newer")}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		newer2, _ := rejoin("rejoined newer process", newCfg, "newer")
 
 		// The zombie's commit now fails, whichever way, and it is fenced.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*base.TransactionTimeout)

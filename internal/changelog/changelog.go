@@ -89,12 +89,7 @@ func Restore(ctx context.Context, brokers []string, opts []kgo.Opt, topic string
 		st.Took = time.Since(start)
 		return st, nil
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(next)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	}, opts...)...)
+	cl, err := committedReader(brokers, opts, topic, map[int32]kgo.Offset{partition: kgo.NewOffset().At(next)})
 	if err != nil {
 		return st, err
 	}
@@ -102,14 +97,9 @@ func Restore(ctx context.Context, brokers []string, opts []kgo.Opt, topic string
 	var batch []*kgo.Record
 	lastLog := time.Now()
 	for next < hi.Offset {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
+		fs, err := poll(ctx, cl, topic)
+		if err != nil {
 			return st, err
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return st, fmt.Errorf("changelog: reading %s/%d: %w", topic, partition, ferr)
 		}
 		batch = batch[:0]
 		fs.EachRecord(func(r *kgo.Record) {
@@ -137,6 +127,32 @@ func Restore(ctx context.Context, brokers []string, opts []kgo.Opt, topic string
 	}
 	st.Took = time.Since(start)
 	return st, nil
+}
+
+// committedReader returns a client reading topic's partitions from the
+// given offsets, read_committed, with transaction markers (they move the
+// reader past the end of an aborted transaction).
+func committedReader(brokers []string, opts []kgo.Opt, topic string, from map[int32]kgo.Offset) (*kgo.Client, error) {
+	return kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	}, opts...)...)
+}
+
+// poll returns the next fetches, or ctx's error or the first fetch error.
+func poll(ctx context.Context, cl *kgo.Client, topic string) (kgo.Fetches, error) {
+	fs := cl.PollFetches(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var ferr error
+	fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+	if ferr != nil {
+		return nil, fmt.Errorf("changelog: reading %s: %w", topic, ferr)
+	}
+	return fs, nil
 }
 
 // listed folds a listing's per-partition errors into its error.

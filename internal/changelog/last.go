@@ -78,12 +78,7 @@ func Last(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, p
 // readLast reads each partition from its offset in from up to its offset
 // in hi, read_committed, and returns the last data record of each.
 func readLast(ctx context.Context, brokers []string, opts []kgo.Opt, topic string, from map[int32]kgo.Offset, hi map[int32]int64) (map[int32]*kgo.Record, error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	}, opts...)...)
+	cl, err := committedReader(brokers, opts, topic, from)
 	if err != nil {
 		return nil, err
 	}
@@ -91,14 +86,9 @@ func readLast(ctx context.Context, brokers []string, opts []kgo.Opt, topic strin
 	last := make(map[int32]*kgo.Record, len(from))
 	left := maps.Clone(hi)
 	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
+		fs, err := poll(ctx, cl, topic)
+		if err != nil {
 			return nil, err
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
-		if ferr != nil {
-			return nil, fmt.Errorf("changelog: reading %s: %w", topic, ferr)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			e, ok := left[r.Partition]
