@@ -149,3 +149,43 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		}
 	})
 }
+
+// TestJudgeHolderWaitsForStable: Kafka reports member metadata only while
+// the group is Stable. A holder of our instance ID seen during a rebalance
+// has no incarnation to compare, so the answer is not settled (otherHolder
+// asks again) rather than "newer", which would stop the newer process of
+// finding 8 when its zombie came back during a rebalance (seen once in
+// TestZombie on Kafka 4.2.0).
+func TestJudgeHolderWaitsForStable(t *testing.T) {
+	s := &Session{cfg: Config{InstanceID: "x", Incarnation: 200}}
+	x := "x"
+	resp := func(state string, meta []byte) *kmsg.DescribeGroupsResponse {
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.State = state
+		m := kmsg.NewDescribeGroupsResponseGroupMember()
+		m.MemberID, m.InstanceID, m.ProtocolMetadata = "theirs", &x, meta
+		g.Members = append(g.Members, m)
+		r := kmsg.NewPtrDescribeGroupsResponse()
+		r.Groups = append(r.Groups, g)
+		return r
+	}
+	for _, tc := range []struct {
+		state    string
+		meta     []byte
+		want     holder
+		settled  bool
+		scenario string
+	}{
+		{"PreparingRebalance", nil, holderNewer, false, "rebalancing, no metadata: ask again"},
+		{"CompletingRebalance", nil, holderNewer, false, "rebalancing, no metadata: ask again"},
+		{"Stable", nil, holderNewer, true, "stable without a trailer: newer"},
+		{"Stable", incarnationTrailer(100), holderOlder, true, "stable, older incarnation: rejoin"},
+		{"Stable", incarnationTrailer(300), holderNewer, true, "stable, newer incarnation: stop"},
+		{"PreparingRebalance", incarnationTrailer(100), holderOlder, true, "metadata reported while rebalancing (kfake)"},
+	} {
+		h, settled := s.judgeHolder(resp(tc.state, tc.meta), "ours")
+		if h != tc.want || settled != tc.settled {
+			t.Errorf("%s: got %v settled %v, want %v settled %v", tc.scenario, h, settled, tc.want, tc.settled)
+		}
+	}
+}

@@ -222,17 +222,37 @@ const (
 // older incarnation than ours is a zombie that came back while we were
 // expelled (finding 8): we rejoin, static membership replaces its member,
 // and its next commit or heartbeat finds it fenced. Any other holder under
-// a member ID other than ourMember (known, non-empty) is newer.
+// a member ID other than ourMember (known, non-empty) is newer. Kafka
+// reports member metadata, and so incarnations, only while the group is
+// Stable: during a rebalance the group is asked again until it settles,
+// for up to 10 s, after which an unreadable holder counts as newer.
 func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	// Raw DescribeGroups: kadm parses the metadata and drops the trailer.
 	req := kmsg.NewPtrDescribeGroupsRequest()
 	req.Groups = []string{s.cfg.Group}
-	resp, err := req.RequestWith(ctx, s.gts.Client())
-	if err != nil {
-		return holderUnknown
+	for {
+		resp, err := req.RequestWith(ctx, s.gts.Client())
+		if err != nil {
+			return holderUnknown
+		}
+		h, settled := s.judgeHolder(resp, ourMember)
+		if settled {
+			return h
+		}
+		select {
+		case <-ctx.Done():
+			return h
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
+}
+
+// judgeHolder reads otherHolder's answer from a DescribeGroups response.
+// It is not settled when another member holds our instance ID but the
+// group, rebalancing, does not report that member's metadata.
+func (s *Session) judgeHolder(resp *kmsg.DescribeGroupsResponse, ourMember string) (h holder, settled bool) {
 	for _, g := range resp.Groups {
 		if g.ErrorCode != 0 {
 			continue
@@ -243,13 +263,13 @@ func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 			}
 			switch {
 			case !holderIsNewer(s.cfg.Incarnation, m.ProtocolMetadata):
-				return holderOlder
+				return holderOlder, true
 			case ourMember != "" && m.MemberID != ourMember:
-				return holderNewer
+				return holderNewer, g.State == "Stable" || len(m.ProtocolMetadata) > 0
 			}
 		}
 	}
-	return holderUnknown
+	return holderUnknown, true
 }
 
 // Close closes the client. A static member does not leave the group on
