@@ -115,11 +115,11 @@ func (l *lifetime) produce(outputs []*kgo.Record, dlq *kgo.Record) error {
 		if r.Topic == "" {
 			r.Topic = l.cfg.output
 		}
-		l.s.Produce(l.produceCtx, r, l.promise)
+		l.gate.produce(r, l.promise)
 	}
 	l.txnOutputs += int64(len(outputs))
 	if dlq != nil {
-		l.s.Produce(l.produceCtx, dlq, l.promise)
+		l.gate.produce(dlq, l.promise)
 		l.txnDLQ++
 		l.txnDLQBy[reasonIndex(headerValue(dlq, HeaderReason))]++
 	}

@@ -72,7 +72,7 @@ func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, er
 	}
 	// A short metadata min age: the client must not answer the check for a
 	// topic it just created from its cache.
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...), kgo.MetadataMinAge(10 * time.Millisecond)}, cfg.kgoOpts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...), kgo.MetadataMinAge(10 * time.Millisecond)}, cfg.clientOpts()...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (p changelogPartitioner) ForTopic(t string) kgo.TopicPartitioner {
 
 // produceChangelog writes one changelog record in the open transaction.
 func (l *lifetime) produceChangelog(topic string, partition int32, key, value []byte) {
-	l.s.Produce(l.produceCtx, &kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value}, l.changelogPromise)
+	l.gate.produce(&kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value}, l.changelogPromise)
 }
 
 // changelogPromise records how far each changelog partition got, for the
@@ -251,7 +251,7 @@ func (l *lifetime) restore(p *partition, kind, topic string, t changelog.Target)
 			<-prev.done
 		}
 		if err == nil {
-			st, err = changelog.Restore(ctx, l.cfg.brokers, l.cfg.kgoOpts, topic, p.id, t, l.cfg.logger)
+			st, err = changelog.Restore(ctx, l.cfg.brokers, l.cfg.clientOpts(), topic, p.id, t, l.cfg.logger)
 		}
 		cancel()
 		close(run.done)

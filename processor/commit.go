@@ -17,6 +17,18 @@ func (l *lifetime) commit(ctx context.Context) error {
 	if !l.s.InTxn() {
 		return nil
 	}
+	// Flush first: a record that failed must be seen before the offsets
+	// of its input are committed, or the input would be lost. Everything
+	// the gate holds goes into this transaction; its end, committed or
+	// not, closes the gate for the next one. A zombie's flush can time
+	// out too: it must stop, not rebuild and take its instance ID back
+	// (finding 6), which FlushFailed decides.
+	defer l.gate.reset()
+	fctx, cancel := context.WithTimeout(l.produceCtx, l.cfg.txnTimeout)
+	defer cancel()
+	if err := l.gate.releaseForCommit(fctx); err != nil {
+		return l.s.FlushFailed(ctx, err)
+	}
 	plans := make(map[tp]commitPlan, len(l.parts))
 	for k, p := range l.parts {
 		base, done := p.commitPoint()
@@ -25,14 +37,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 	if l.cfg.positionGuard {
 		l.producePositions(plans) // before the flush, which must cover them
 	}
-	// Flush first: a record that failed must be seen before the offsets
-	// of its input are committed, or the input would be lost.
-	fctx, cancel := context.WithTimeout(l.produceCtx, l.cfg.txnTimeout)
-	err := l.s.Client().Flush(fctx)
-	cancel()
-	if err != nil {
-		// A zombie's flush can time out too: it must stop, not rebuild and
-		// take its instance ID back (finding 6).
+	if err := l.s.Client().Flush(fctx); err != nil {
 		return l.s.FlushFailed(ctx, err)
 	}
 	l.mu.Lock()

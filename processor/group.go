@@ -68,9 +68,7 @@ func (l *lifetime) onRevoked(_ context.Context, _ *kgo.Client, revoked map[strin
 
 func (l *lifetime) onRebalanceWanted(context.Context, *kgo.Client) {
 	l.pendingRebalance.Store(true)
-	if wake := l.p.pollWake.Load(); wake != nil {
-		(*wake)()
-	}
+	l.p.wakePoll()
 }
 
 // onOffsetsFetched decodes the committed metadata of newly assigned

@@ -35,6 +35,7 @@ type lifetime struct {
 	p     *Processor
 	cfg   *config
 	s     *txn.Session
+	gate  openGate // holds a transaction's records behind its first
 	parts map[tp]*partition
 	comps []*item
 
@@ -77,7 +78,7 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 	}()
 	l.restoreCtx = restoreCtx
 	l.produceCtx = context.WithoutCancel(ctx)
-	clientOpts := append([]kgo.Opt{}, cfg.kgoOpts...)
+	clientOpts := cfg.clientOpts()
 	if topics := cfg.changelogTopics(); len(topics) > 0 {
 		clientOpts = append(clientOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
 	}
@@ -107,11 +108,20 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
 	l.s = s
+	gateCtx, stopGate := context.WithCancel(l.produceCtx)
+	l.gate = openGate{
+		send:  func(r *kgo.Record, promise func(*kgo.Record, error)) { s.Produce(l.produceCtx, r, promise) },
+		flush: s.Client().Flush,
+		wake:  p.wakePoll,
+		ctx:   gateCtx,
+	}
 	var refreshWG sync.WaitGroup
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer func() {
 		stopRefresh()
 		refreshWG.Wait()
+		stopGate()
+		l.gate.wait()
 		l.staleAll()
 		s.Close()
 	}()
@@ -140,6 +150,7 @@ func (l *lifetime) run(ctx context.Context) error {
 		if err := l.checkStuck(ctx); err != nil {
 			return err
 		}
+		l.gate.releaseIfReady()
 		l.backpressure()
 		wantRebalance := l.pendingRebalance.Load()
 		if !wantRebalance && time.Now().Before(l.nextCommit) {
@@ -180,8 +191,8 @@ func (l *lifetime) poll(ctx context.Context) error {
 		room = 1 // every partition is paused; poll only to let rebalances in
 	}
 	l.p.pollWake.Store(&cancel)
-	if l.p.hasCompletions() {
-		cancel() // finished before the wake was armed: do not wait for them
+	if l.p.hasCompletions() || l.gate.ready() {
+		cancel() // woken before the wake was armed: do not wait
 	}
 	fs := l.s.Poll(pctx, room)
 	l.p.pollWake.Store(nil)

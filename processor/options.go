@@ -86,6 +86,7 @@ type config struct {
 	maxMetadataBytes   int
 	drainTimeout       time.Duration
 	logger             *slog.Logger
+	clientLogLevel     slog.Level
 	clock              Clock
 	kgoOpts            []kgo.Opt
 	stateDir           string
@@ -125,6 +126,7 @@ func defaults() config {
 		maxMetadataBytes:   4096,
 		drainTimeout:       5 * time.Second,
 		logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+		clientLogLevel:     slog.LevelWarn,
 		clock:              realClock{},
 	}
 }
@@ -231,6 +233,14 @@ func WithDrainTimeout(d time.Duration) Opt { return func(c *config) { c.drainTim
 // WithLogger sets the logger for operational events. Default: discard.
 func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.logger = l } }
 
+// WithClientLogLevel sets how much of franz-go's own client log reaches
+// the WithLogger logger, tagged component=kgo: slog.LevelDebug for every
+// request and retry, LevelInfo for connection, group and producer-ID
+// events, LevelWarn (the default) and LevelError for problems only; a
+// level above LevelError turns it off. The logger's own level still
+// applies. A kgo.WithLogger in WithKgoOpts replaces it.
+func WithClientLogLevel(l slog.Level) Opt { return func(c *config) { c.clientLogLevel = l } }
+
 // WithMetrics registers the processor's Prometheus metrics (see
 // docs/operations.md), and the franz-go client's own (kprom, prefixed
 // onceflow_kafka_), on reg. Every metric has constant labels group and
@@ -262,6 +272,12 @@ func WithClock(cl Clock) Opt { return func(c *config) { c.clock = cl } }
 // counts any other member with its instance ID as newer.
 func WithKgoOpts(opts ...kgo.Opt) Opt {
 	return func(c *config) { c.kgoOpts = append(c.kgoOpts, opts...) }
+}
+
+// clientOpts are the options every franz-go client of the processor starts
+// from: its log routing, then the user's WithKgoOpts, which win.
+func (c *config) clientOpts() []kgo.Opt {
+	return append([]kgo.Opt{kgo.WithLogger(newClientLogger(c.logger, c.clientLogLevel))}, c.kgoOpts...)
 }
 
 func (c *config) validate() error {

@@ -111,7 +111,7 @@ func (l *lifetime) adjustOffsets(ctx context.Context, offsets map[string]map[int
 		}
 		name := positionsTopic(l.cfg.group, topic)
 		start := time.Now()
-		last, err := changelog.Last(ctx, l.cfg.brokers, l.cfg.kgoOpts, name, ids)
+		last, err := changelog.Last(ctx, l.cfg.brokers, l.cfg.clientOpts(), name, ids)
 		if err != nil {
 			l.cfg.logger.Warn("cannot read the position log; rejoining the group to try again", "topic", name, "err", err)
 			return nil, err

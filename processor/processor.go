@@ -80,6 +80,11 @@ func (p *Processor) complete(it *item) {
 	case p.compWake <- struct{}{}:
 	default:
 	}
+	p.wakePoll()
+}
+
+// wakePoll interrupts the loop's poll, if it is polling.
+func (p *Processor) wakePoll() {
 	if wake := p.pollWake.Load(); wake != nil {
 		(*wake)()
 	}

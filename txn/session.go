@@ -68,6 +68,12 @@ func NewSession(cfg Config) (*Session, error) {
 		// As the Java client's fetch.max.wait.ms: a partition resumed after
 		// backpressure waits at most this for a fetch already in flight.
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		// franz-go retries a produce refused with a retriable error
+		// (CONCURRENT_TRANSACTIONS while the coordinator ends the last
+		// transaction) only after a metadata refresh, at most one per
+		// min age: its default of 5s held a commit up for seconds. As
+		// the Java client's retry.backoff.ms.
+		kgo.MetadataMinAge(100 * time.Millisecond),
 	}
 	if cfg.Incarnation > 0 {
 		// franz-go's default balancer, with the incarnation appended;
