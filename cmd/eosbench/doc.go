@@ -3,8 +3,9 @@
 //
 // With no flags it starts an embedded kfake cluster, produces 100,000
 // keyed records (1,000 sessions, 6 partitions) and runs four pipelines
-// over that same input, one after another, each with its own output
-// topic and consumer group:
+// over that same input, one after another, each run with its own output
+// topic and consumer group, and all four again -count times (3) in the
+// same order:
 //
 //	alo-raw             franz-go consumer group, flush then commit: at-least-once, the ceiling
 //	franz-gts           franz-go GroupTransactSession: exactly-once, serial per poll
@@ -25,7 +26,16 @@
 // exactly-once mode fails verification (or the at-least-once one loses
 // records, or a run times out).
 //
-// Scenarios (-scenario) are presets; explicit flags override them:
+// A run of a fraction of a second is at the mercy of the machine and of
+// where its commit intervals fall, so modes are compared by the median of
+// their runs: the table has a row per run, in the order they ran, then a
+// row per mode with the median throughput of its runs, their minimum and
+// maximum, and ratios of medians (×gts, ×alo; each run's ratios are to the
+// baselines' medians too). Runs are grouped by mode name, so a mode listed
+// twice in -modes counts as one mode with more runs.
+//
+// Scenarios (-scenario) are presets; explicit flags override them. The
+// presets other than default run each mode once (-count 1):
 //
 //	default  the above
 //	chat     50,000 records, 10 sessions, 10% transient faults, 1ms retry backoff;
@@ -72,12 +82,16 @@
 // exporter that drops them), +metrics or +tracing with one of them, and
 // +guard with processor.WithPositionGuard; listing a mode and its twins
 // alternately measures their cost side by side, reported as
-// ratio_to_unobserved:
+// ratio_to_unobserved (medians of their runs, as the other ratios):
 //
-//	eosbench -modes onceflow-session,onceflow-session+obs,onceflow-session,onceflow-session+obs
+//	eosbench -modes onceflow-session,onceflow-session+obs -count 4
 //
-// -brokers runs against real brokers; -json prints one JSON object
-// ({"results":[...]}) instead of the table; -hist writes the latency
+// -brokers runs against real brokers; -json prints one JSON object instead
+// of the tables: {"results":[...],"summary":[...]}, a result per run (its
+// "run" numbers it among its mode's runs) and a summary per mode with
+// "runs", "throughput_median", "throughput_min", "throughput_max",
+// "ratio_to_franz_gts" (of medians; null when franz-gts did not run) and
+// "exactly_once" (every run verified exactly once); -hist writes the latency
 // histograms in HdrHistogram's percentile format; -cpuprofile and
 // -memprofile write pprof profiles. A live status line is drawn on stderr
 // when it is a terminal. Run with -h for every flag.

@@ -17,6 +17,7 @@ func Default() Config {
 		Sessions:       1000,
 		Partitions:     6,
 		Modes:          []Mode{ModeALO, ModeGTS, ModePartition, ModeSession},
+		Count:          3,
 		Order:          processor.OrderBySession,
 		CommitInterval: 100 * time.Millisecond,
 		RetryInitial:   100 * time.Millisecond,
@@ -37,6 +38,11 @@ func ScenarioNames() []string {
 // Explicit flags are applied on top of every phase afterwards.
 func Scenario(name string) ([]Config, error) {
 	c := Default()
+	if name != "default" {
+		// The other presets keep their single run each (some take
+		// minutes); -count repeats them.
+		c.Count = 1
+	}
 	switch name {
 	case "default":
 		return []Config{c}, nil
