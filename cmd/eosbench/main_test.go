@@ -117,9 +117,9 @@ func TestDefaultPipeline(t *testing.T) {
 
 // TestCount: -count 2 runs the modes twice, interleaved, each run verified;
 // the summary has one entry per mode with the median, min and max of its
-// runs and the ratio of medians.
+// runs and the ratio of medians; the warm-up is reported on stderr.
 func TestCount(t *testing.T) {
-	stdout, _ := runSmallOutput(t, "franz-gts,onceflow-session", "-count", "2")
+	stdout, stderr := runSmallOutput(t, "franz-gts,onceflow-session", "-count", "2")
 	rs, ss := decodeAll(t, []byte(stdout))
 	require.Len(t, rs, 4)
 	for i, want := range []struct {
@@ -152,6 +152,8 @@ func TestCount(t *testing.T) {
 	require.InDelta(t, ss[1].ThroughputMedian/ss[0].ThroughputMedian, *ss[1].RatioToGTS, 1e-9)
 	require.InDelta(t, rs[1].Throughput/ss[0].ThroughputMedian, *rs[1].RatioToGTS, 1e-9, "a run's ratio is to the median")
 	require.Contains(t, stdout, `"throughput_median": `)
+	require.Regexp(t, `eosbench: default: warm-up took \S+: a committed transaction`, stderr)
+	require.Equal(t, 1, strings.Count(stderr, "warm-up took"), stderr)
 }
 
 // TestCountTable: the text output has a row per run and a row per mode.

@@ -27,6 +27,9 @@ type Runner struct {
 	// level).
 	WorkerArgs   []string
 	WorkerStderr io.Writer
+	// Stderr, when set, gets one line per phase saying what its warm-up
+	// took.
+	Stderr io.Writer
 	// Metrics, when set, is where in-process onceflow pipelines register
 	// their metrics (eosbench -metrics-addr serves it). Each run's group
 	// names its series apart.
@@ -59,7 +62,8 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 			}
 		}
 	}
-	// Every run's topics are created before the first timed run.
+	// Every run's topics are created before the first timed run, so that
+	// the warm-up can ready them all: no run pays for another's setup.
 	var trials []*trial
 	defer func() {
 		for _, t := range trials {
@@ -78,6 +82,9 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 		if err := t.setup(ctx, fmt.Sprintf("%s-%d-%s", slug(cfg.Scenario), i, slug(string(m)))); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.warmUp(ctx, cfg.Scenario, trialTopics(trials)); err != nil {
+		return nil, err
 	}
 	var results []Result
 	for _, t := range trials {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/text/language"
@@ -59,6 +60,19 @@ func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string) *trial {
 	}
 	res.Run = run
 	return &trial{r: r, cfg: cfg, res: &res, input: shared}
+}
+
+// trialTopics lists the topics the trials created or read, each once.
+func trialTopics(ts []*trial) []string {
+	var out []string
+	for _, t := range ts {
+		for _, topic := range []string{t.input, t.job.Output, t.job.DLQ} {
+			if !slices.Contains(out, topic) {
+				out = append(out, topic)
+			}
+		}
+	}
+	return out
 }
 
 // setup creates the run's topics (the input too, when produced during
