@@ -1,11 +1,11 @@
 // Command eosbench benchmarks and verifies exactly-once
 // consume-transform-produce pipelines on Kafka.
 //
-// With no flags it starts an embedded kfake cluster, produces 100,000
+// With no flags it starts an embedded kfake cluster, produces 200,000
 // keyed records (1,000 sessions, 6 partitions) and runs four pipelines
-// over that same input, one after another, each run with its own output
-// topic and consumer group, and all four again -count times (3) in the
-// same order:
+// over that same input, one after another, -count times over (7 by
+// default, interleaved: A B C D A B C D ...), each run with its own output
+// topic and consumer group:
 //
 //	alo-raw             franz-go consumer group, flush then commit: at-least-once, the ceiling
 //	franz-gts           franz-go GroupTransactSession: exactly-once, serial per poll
@@ -37,7 +37,9 @@
 //
 // A run of a fraction of a second is at the mercy of the machine and of
 // where its commit intervals fall, so modes are compared by the median of
-// their runs: the table has a row per run, in the order they ran, then a
+// their runs, interleaved so that drift falls on every mode alike (with
+// 3 runs of each, two identical invocations on a loaded 2-core machine
+// gave ratios 1.2x to 2x apart; with the default 7, within about 12%): the table has a row per run, in the order they ran, then a
 // row per mode with the median throughput of its runs, their minimum and
 // maximum, and ratios of medians (×gts, ×alo; each run's ratios are to the
 // baselines' medians too). Runs are grouped by mode name, so a mode listed
