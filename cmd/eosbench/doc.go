@@ -37,9 +37,10 @@
 //
 // A run of a fraction of a second is at the mercy of the machine and of
 // where its commit intervals fall, so modes are compared by the median of
-// their runs, interleaved so that drift falls on every mode alike (with
-// 3 runs of each, two identical invocations on a loaded 2-core machine
-// gave ratios 1.2x to 2x apart; with the default 7, within about 12%): the table has a row per run, in the order they ran, then a
+// their runs, interleaved so that drift falls on every mode alike (on a
+// loaded 2-core machine, the ratios of two identical invocations were up
+// to 2x apart with one run of 100,000 records, and 12-30% apart with the
+// default 7 runs of 200,000): the table has a row per run, in the order they ran, then a
 // row per mode with the median throughput of its runs, their minimum and
 // maximum, and ratios of medians (×gts, ×alo; each run's ratios are to the
 // baselines' medians too). Runs are grouped by mode name, so a mode listed

@@ -8,11 +8,12 @@ import (
 )
 
 // Default is the default scenario's configuration, the base of every
-// preset. Its size and count were chosen so that two default invocations
-// on the project's 2-core machine, shared and loaded, gave ratios of
-// medians within about 12% of each other (3 and 5 runs of 100,000 to
-// 500,000 records each varied by 20% to 90%), in about 20s when the
-// machine is quiet: 7 rounds of 200,000 records.
+// preset. Its size and count come from measurements on the project's
+// 2-core machine while others loaded it: against bursts of load, 7
+// interleaved rounds of 200,000 records kept the ratios of medians of two
+// invocations closer than 3 or 5 longer rounds did (12% apart under
+// heavy load, 30% under moderate load, against up to 2x for one run of
+// 100,000), within about 30s (20s on a quiet machine).
 func Default() Config {
 	return Config{
 		Scenario:       "default",
