@@ -36,15 +36,17 @@
 // records, or a run times out).
 //
 // A run of a fraction of a second is at the mercy of the machine and of
-// where its commit intervals fall, so modes are compared by the median of
-// their runs, interleaved so that drift falls on every mode alike (on a
-// loaded 2-core machine, the ratios of two identical invocations were up
-// to 2x apart with one run of 100,000 records, and 12-30% apart with the
-// default 7 runs of 200,000): the table has a row per run, in the order they ran, then a
-// row per mode with the median throughput of its runs, their minimum and
-// maximum, and ratios of medians (×gts, ×alo; each run's ratios are to the
-// baselines' medians too). Runs are grouped by mode name, so a mode listed
-// twice in -modes counts as one mode with more runs.
+// where its commit intervals fall, so modes are compared by the medians
+// of their runs, interleaved so that drift falls on every mode alike. (On
+// the project's loaded 2-core machine, the onceflow-session/franz-gts
+// ratios of two back-to-back invocations were up to 2x apart with one run
+// of 100,000 records; with the default 7 runs of 200,000, 1-17% apart in
+// 5 of 6 pairs, 29% in one.) The table has a row per run, in the order
+// they ran, then a row per mode with the median throughput of its runs,
+// their minimum and maximum, and ratios of medians (×gts, ×alo; each
+// run's ratios are to the baselines' medians too). Runs are grouped by
+// mode name, so a mode listed twice in -modes counts as one mode with
+// more runs.
 //
 // Scenarios (-scenario) are presets; explicit flags override them. The
 // presets other than default run each mode once (-count 1):

@@ -11,9 +11,9 @@ import (
 // preset. Its size and count come from measurements on the project's
 // 2-core machine while others loaded it: against bursts of load, 7
 // interleaved rounds of 200,000 records kept the ratios of medians of two
-// invocations closer than 3 or 5 longer rounds did (12% apart under
-// heavy load, 30% under moderate load, against up to 2x for one run of
-// 100,000), within about 30s (20s on a quiet machine).
+// invocations closer than 3 or 5 longer rounds did (1-17% apart in 5 of 6
+// back-to-back pairs, 29% in one, against up to 2x for one run of
+// 100,000), in 26-37s at load average 9-14 (more under heavier load).
 func Default() Config {
 	return Config{
 		Scenario:       "default",
