@@ -1,9 +1,10 @@
 // Command eosbench benchmarks and verifies exactly-once
 // consume-transform-produce pipelines on Kafka.
 //
-// With no flags it starts an embedded kfake cluster, produces 100,000
+// With no flags it starts an embedded kfake cluster, produces 200,000
 // keyed records (1,000 sessions, 6 partitions) and runs four pipelines
-// over that same input, one after another, each with its own output
+// over that same input, one after another, -count times over (7 by
+// default, interleaved: A B C D A B C D ...), each run with its own output
 // topic and consumer group:
 //
 //	alo-raw             franz-go consumer group, flush then commit: at-least-once, the ceiling
@@ -15,6 +16,15 @@
 // violations are reported but not judged) and onceflow, whose ordering is
 // -order's.
 //
+// Before the first timed run, eosbench creates every run's topics and
+// warms up what all modes share, so that no mode pays for another's setup
+// (on a fresh real broker, franz-gts run first made 18,079 rec/s against
+// about 400,000 warm): one committed transaction with a transactional ID
+// of its own, and one group offset commit (the coordinators' internal
+// topics then exist and are loaded); then it waits until every broker knows
+// every topic with a leader for each partition, and asks each partition's
+// leader for its end offset. One line on stderr says what the warm-up took.
+//
 // A read_committed consumer started before each run timestamps outputs as
 // they become visible: throughput is inputs over the window from the first
 // input available to the last output visible, and latency is visibility
@@ -25,7 +35,21 @@
 // exactly-once mode fails verification (or the at-least-once one loses
 // records, or a run times out).
 //
-// Scenarios (-scenario) are presets; explicit flags override them:
+// A run of a fraction of a second is at the mercy of the machine and of
+// where its commit intervals fall, so modes are compared by the medians
+// of their runs, interleaved so that drift falls on every mode alike. (On
+// the project's loaded 2-core machine, the onceflow-session/franz-gts
+// ratios of two back-to-back invocations were up to 2x apart with one run
+// of 100,000 records; with the default 7 runs of 200,000, 1-17% apart in
+// 5 of 6 pairs, 29% in one.) The table has a row per run, in the order
+// they ran, then a row per mode with the median throughput of its runs,
+// their minimum and maximum, and ratios of medians (×gts, ×alo; each
+// run's ratios are to the baselines' medians too). Runs are grouped by
+// mode name, so a mode listed twice in -modes counts as one mode with
+// more runs.
+//
+// Scenarios (-scenario) are presets; explicit flags override them. The
+// presets other than default run each mode once (-count 1):
 //
 //	default  the above
 //	chat     50,000 records, 10 sessions, 10% transient faults, 1ms retry backoff;
@@ -72,12 +96,16 @@
 // exporter that drops them), +metrics or +tracing with one of them, and
 // +guard with processor.WithPositionGuard; listing a mode and its twins
 // alternately measures their cost side by side, reported as
-// ratio_to_unobserved:
+// ratio_to_unobserved (medians of their runs, as the other ratios):
 //
-//	eosbench -modes onceflow-session,onceflow-session+obs,onceflow-session,onceflow-session+obs
+//	eosbench -modes onceflow-session,onceflow-session+obs -count 4
 //
-// -brokers runs against real brokers; -json prints one JSON object
-// ({"results":[...]}) instead of the table; -hist writes the latency
+// -brokers runs against real brokers; -json prints one JSON object instead
+// of the tables: {"results":[...],"summary":[...]}, a result per run (its
+// "run" numbers it among its mode's runs) and a summary per mode with
+// "runs", "throughput_median", "throughput_min", "throughput_max",
+// "ratio_to_franz_gts" (of medians; null when franz-gts did not run) and
+// "exactly_once" (every run verified exactly once); -hist writes the latency
 // histograms in HdrHistogram's percentile format; -cpuprofile and
 // -memprofile write pprof profiles. A live status line is drawn on stderr
 // when it is a terminal. Run with -h for every flag.

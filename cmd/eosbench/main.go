@@ -108,7 +108,7 @@ func runPhases(ctx context.Context, phs []bench.Config, o options, reg *promethe
 		return nil, err
 	}
 	defer env.Close()
-	r := &bench.Runner{Env: env, Log: log, WorkerStderr: stderr, WorkerArgs: []string{"-log-level", o.logLevel}}
+	r := &bench.Runner{Env: env, Log: log, Stderr: stderr, WorkerStderr: stderr, WorkerArgs: []string{"-log-level", o.logLevel}}
 	if reg != nil {
 		r.Metrics = reg
 	}
@@ -151,14 +151,17 @@ func report(results []bench.Result, o options, stdout io.Writer) error {
 		}
 	}
 	if o.json {
+		// Empty arrays, not null, when nothing ran.
+		summary := bench.Summarize(results)
 		if results == nil {
-			results = []bench.Result{}
+			results, summary = []bench.Result{}, []bench.Summary{}
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
-			Results []bench.Result `json:"results"`
-		}{results})
+			Results []bench.Result  `json:"results"`
+			Summary []bench.Summary `json:"summary"`
+		}{results, summary})
 	}
 	return bench.WriteTable(stdout, results)
 }

@@ -90,7 +90,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		status <- run(ctx, []string{
 			"-brokers", strings.Join(c.Brokers, ","),
 			"-messages", "10000", "-sessions", "100", "-rate", "5000",
-			"-modes", "onceflow-session",
+			"-modes", "onceflow-session", "-count", "1",
 			"-fault-rate", "0.05", "-retry-initial", "1ms",
 			"-metrics-addr", "127.0.0.1:0", "-metrics-linger", "2m",
 			"-timeout", "90s", "-json",
@@ -190,7 +190,7 @@ func TestObservedMode(t *testing.T) {
 	status := run(ctx, []string{
 		"-brokers", strings.Join(c.Brokers, ","),
 		"-messages", "3000", "-sessions", "100",
-		"-modes", "onceflow-session,onceflow+obs,onceflow-session+metrics",
+		"-modes", "onceflow-session,onceflow+obs,onceflow-session+metrics", "-count", "1",
 		"-fault-rate", "0.05", "-retry-initial", "1ms",
 		"-timeout", "90s", "-json",
 	}, strings.NewReader(""), &stdout, &stderr)

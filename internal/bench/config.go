@@ -20,7 +20,12 @@ type Config struct {
 	Sessions   int // record i belongs to session i%Sessions
 	Partitions int // input and output partitions
 
-	Modes          []Mode
+	Modes []Mode
+	// Count repeats the modes, interleaved (A B A B for modes A,B and
+	// Count 2): one run of a fraction of a second is at the mercy of the
+	// machine and of where commit intervals fall, so comparisons quote the
+	// median of a mode's runs (see Summarize).
+	Count          int
 	Order          processor.Ordering // for ModeOnceflow
 	CommitInterval time.Duration
 	HandlerLatency Latency
@@ -87,6 +92,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("-size must be at least %d bytes (the verification payload)", verify.PayloadLen)
 	case len(c.Modes) == 0:
 		return errors.New("-modes: at least one mode is required")
+	case c.Count <= 0:
+		return errors.New("-count must be positive")
 	case c.CommitInterval <= 0 || c.CommitInterval >= 10*time.Second:
 		return errors.New("-commit-interval must be positive and under the 10s transaction timeout")
 	case c.FaultRate < 0 || c.FaultRate >= 1:

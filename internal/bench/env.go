@@ -28,6 +28,10 @@ type Env struct {
 	keep   bool
 	log    *slog.Logger
 
+	// coordinatorsWarm is set once a warm-up has committed a transaction
+	// and a group offset here (Runner.warmUp; phases run one at a time).
+	coordinatorsWarm bool
+
 	mu     sync.Mutex
 	topics []string
 	groups []string

@@ -9,25 +9,86 @@ import (
 	"golang.org/x/text/message"
 )
 
-// WriteTable prints the human summary: one row per result, then the
-// published figures beside ours, failures and resource peaks.
+// WriteTable prints the human summary: one row per run, in the order
+// they ran, then one row per mode with the median of its runs and their
+// range (the ratios are of medians), then the published figures beside
+// ours, failures and resource peaks.
 func WriteTable(w io.Writer, rs []Result) error {
 	pr := message.NewPrinter(language.English) // thousands separators
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tmode\tinputs\tsecs\trec/s\t×gts\t×alo\tp50 ms\tp90 ms\tp99 ms\tmax ms\toutputs\tdlq\tdup\tlost\torder\tverdict\t")
+	fmt.Fprintln(tw, "scenario\tmode\trun\tinputs\tsecs\trec/s\t×gts\t×alo\tp50 ms\tp90 ms\tp99 ms\tmax ms\toutputs\tdlq\tdup\tlost\torder\tverdict\t")
 	for _, r := range rs {
-		pr.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
-			r.Scenario, r.Mode, r.Messages, r.Seconds, r.Throughput, ratio(r.RatioToGTS), ratio(r.RatioToALO),
+		pr.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+			r.Scenario, r.Mode, r.Run, r.Messages, r.Seconds, r.Throughput, ratio(r.RatioToGTS), ratio(r.RatioToALO),
 			r.LatencyP50, r.LatencyP90, r.LatencyP99, r.LatencyMax,
 			r.Outputs, r.DLQ, r.Duplicates, r.Lost, r.OrderViolations, r.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	ss := Summarize(rs)
+	if len(ss) > 0 {
+		fmt.Fprintln(w)
+		if err := writeSummaryTable(w, pr, ss); err != nil {
+			return err
+		}
+	}
+	runs := make(map[phaseMode]int, len(ss))
+	for _, s := range ss {
+		runs[phaseMode{s.Scenario, s.Mode}] = s.Runs
+		summaryNotes(pr, w, s)
+	}
 	for _, r := range rs {
-		notes(pr, w, r)
+		who := fmt.Sprintf("%s %s", r.Scenario, r.Mode)
+		if runs[phaseMode{r.Scenario, r.Mode}] > 1 {
+			who += fmt.Sprintf(" run %d", r.Run)
+		}
+		notes(pr, w, who, r)
 	}
 	return nil
+}
+
+// writeSummaryTable prints one row per mode: its runs' median throughput
+// and range, the ratios of medians, and how many runs verified exactly
+// once.
+func writeSummaryTable(w io.Writer, pr *message.Printer, ss []Summary) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tmode\truns\tmedian rec/s\tmin rec/s\tmax rec/s\t×gts\t×alo\texactly once\tverdict\t")
+	for _, s := range ss {
+		pr.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f\t%s\t%s\t%d/%d\t%s\t\n",
+			s.Scenario, s.Mode, s.Runs, s.ThroughputMedian, s.ThroughputMin, s.ThroughputMax,
+			ratio(s.RatioToGTS), ratio(s.RatioToALO), s.ExactlyOnceRuns, s.Runs, s.Verdict)
+	}
+	return tw.Flush()
+}
+
+// summaryNotes prints what compares a mode's runs as a whole: published
+// figures and a twin's cost, both against medians.
+func summaryNotes(pr *message.Printer, w io.Writer, s Summary) {
+	who := fmt.Sprintf("%s %s", s.Scenario, s.Mode)
+	of := ""
+	if s.Runs > 1 {
+		of = pr.Sprintf(", median of %d runs", s.Runs)
+	}
+	if a := s.Anchor; a != nil {
+		pr.Fprintf(w, "%s: published (%s):", who, a.Source)
+		if a.Throughput > 0 {
+			pr.Fprintf(w, " %.0f rec/s (ours %.0f%s)", a.Throughput, s.ThroughputMedian, of)
+		}
+		if a.LatencyP50 > 0 {
+			pr.Fprintf(w, " median %.1f ms (ours %.1f%s)", a.LatencyP50, s.LatencyP50Median, of)
+		}
+		if a.Seconds > 0 {
+			pr.Fprintf(w, " %.2f s (ours %.2f%s)", a.Seconds, s.SecondsMedian, of)
+		}
+		if a.Description != "" {
+			fmt.Fprintf(w, " [%s]", a.Description)
+		}
+		fmt.Fprintln(w)
+	}
+	if s.RatioToUnobserved != nil {
+		pr.Fprintf(w, "%s: %s on: %.3f× the throughput of %s (medians of their runs in this phase)\n", who, s.Mode.instruments(), *s.RatioToUnobserved, s.Mode.base())
+	}
 }
 
 func ratio(v *float64) string {
@@ -37,27 +98,8 @@ func ratio(v *float64) string {
 	return fmt.Sprintf("%.2f", *v)
 }
 
-func notes(pr *message.Printer, w io.Writer, r Result) {
-	who := fmt.Sprintf("%s %s", r.Scenario, r.Mode)
-	if a := r.Anchor; a != nil {
-		pr.Fprintf(w, "%s: published (%s):", who, a.Source)
-		if a.Throughput > 0 {
-			pr.Fprintf(w, " %.0f rec/s (ours %.0f)", a.Throughput, r.Throughput)
-		}
-		if a.LatencyP50 > 0 {
-			pr.Fprintf(w, " median %.1f ms (ours %.1f)", a.LatencyP50, r.LatencyP50)
-		}
-		if a.Seconds > 0 {
-			pr.Fprintf(w, " %.2f s (ours %.2f)", a.Seconds, r.Seconds)
-		}
-		if a.Description != "" {
-			fmt.Fprintf(w, " [%s]", a.Description)
-		}
-		fmt.Fprintln(w)
-	}
-	if r.RatioToUnobserved != nil {
-		pr.Fprintf(w, "%s: %s on: %.3f× the throughput of %s (mean of its runs in this phase)\n", who, r.Mode.instruments(), *r.RatioToUnobserved, r.Mode.base())
-	}
+// notes prints what is particular to one run.
+func notes(pr *message.Printer, w io.Writer, who string, r Result) {
 	if r.HandlerMs > 0 {
 		pr.Fprintf(w, "%s: simulated handler slept %.2f ms on average (timer granularity adds to the asked latency)\n", who, r.HandlerMs)
 	}

@@ -11,25 +11,30 @@ import (
 // Result is one mode's run. The first fields are eosbench's JSON
 // contract; the rest are extras, omitted when empty.
 type Result struct {
-	Scenario        string   `json:"scenario"`
-	Mode            Mode     `json:"mode"`
-	Messages        int      `json:"messages"` // inputs awaited and verified
-	Sessions        int      `json:"sessions"`
-	Partitions      int      `json:"partitions"`
-	Seconds         float64  `json:"seconds"`    // processing window
-	Throughput      float64  `json:"throughput"` // Messages / Seconds
-	LatencyP50      float64  `json:"latency_p50_ms"`
-	LatencyP90      float64  `json:"latency_p90_ms"`
-	LatencyP99      float64  `json:"latency_p99_ms"`
-	LatencyMax      float64  `json:"latency_max_ms"`
-	Outputs         int      `json:"outputs"`
-	DLQ             int      `json:"dlq"`
-	Duplicates      int      `json:"duplicates"`
-	Lost            int      `json:"lost"`
-	OrderViolations int      `json:"order_violations"`
-	ExactlyOnce     bool     `json:"exactly_once"`
-	RatioToGTS      *float64 `json:"ratio_to_franz_gts"` // null when franz-gts did not run
-	RatioToALO      *float64 `json:"ratio_to_alo_raw"`   // null when alo-raw did not run
+	Scenario        string  `json:"scenario"`
+	Mode            Mode    `json:"mode"`
+	Messages        int     `json:"messages"` // inputs awaited and verified
+	Sessions        int     `json:"sessions"`
+	Partitions      int     `json:"partitions"`
+	Seconds         float64 `json:"seconds"`    // processing window
+	Throughput      float64 `json:"throughput"` // Messages / Seconds
+	LatencyP50      float64 `json:"latency_p50_ms"`
+	LatencyP90      float64 `json:"latency_p90_ms"`
+	LatencyP99      float64 `json:"latency_p99_ms"`
+	LatencyMax      float64 `json:"latency_max_ms"`
+	Outputs         int     `json:"outputs"`
+	DLQ             int     `json:"dlq"`
+	Duplicates      int     `json:"duplicates"`
+	Lost            int     `json:"lost"`
+	OrderViolations int     `json:"order_violations"`
+	ExactlyOnce     bool    `json:"exactly_once"`
+	// Ratios to the median throughput of the baseline's runs in the
+	// phase; null when it did not run.
+	RatioToGTS *float64 `json:"ratio_to_franz_gts"`
+	RatioToALO *float64 `json:"ratio_to_alo_raw"`
+	// Run numbers a mode's runs in the phase from 1 (Config.Count, or the
+	// mode listed again in Config.Modes).
+	Run int `json:"run"`
 
 	Verdict   string   `json:"verdict"` // PASS, ALO (at-least-once kept) or FAIL
 	Failure   string   `json:"failure,omitempty"`
@@ -43,8 +48,8 @@ type Result struct {
 	HandlerMs float64  `json:"handler_mean_ms,omitempty"` // measured mean simulated handler time
 	*Peaks
 	Anchor *Anchor `json:"anchor,omitempty"`
-	// RatioToUnobserved, for an observed mode (ObserveSuffix), is its
-	// throughput over the mean of its unobserved twin's runs in the phase.
+	// RatioToUnobserved, for a twin (ObserveSuffix and the like), is its
+	// throughput over the median of the plain mode's runs in the phase.
 	RatioToUnobserved *float64 `json:"ratio_to_unobserved,omitempty"`
 
 	// Stateful: the handler kept a per-session counter in the state store
@@ -130,46 +135,18 @@ func (r *Result) setLatency() {
 	r.LatencyMax = ms(h.Max())
 }
 
-// setRatios fills each result's throughput ratios to the baselines that
-// ran in the same phase.
+// setRatios fills each result's throughput ratios: to the medians of the
+// baselines' runs in the same phase and, for a twin, of the plain mode's
+// runs (listing the two alternately, or -count, evens out drift). With one
+// run of each they are plain ratios of runs.
 func setRatios(rs []Result) {
-	var gts, alo float64
-	for _, r := range rs {
-		switch r.Mode {
-		case ModeGTS:
-			gts = r.Throughput
-		case ModeALO:
-			alo = r.Throughput
-		}
-	}
-	setObservedRatios(rs)
+	med := medians(Summarize(rs))
 	for i := range rs {
-		if gts > 0 {
-			v := rs[i].Throughput / gts
-			rs[i].RatioToGTS = &v
-		}
-		if alo > 0 {
-			v := rs[i].Throughput / alo
-			rs[i].RatioToALO = &v
-		}
-	}
-}
-
-// setObservedRatios compares each observed run with the mean throughput
-// of the same mode's unobserved runs: listing the two alternately
-// (-modes onceflow-session,onceflow-session+obs,...) evens out drift.
-func setObservedRatios(rs []Result) {
-	sum, n := map[Mode]float64{}, map[Mode]int{}
-	for _, r := range rs {
-		if !r.Mode.observed() && r.Throughput > 0 {
-			sum[r.Mode] += r.Throughput
-			n[r.Mode]++
-		}
-	}
-	for i, r := range rs {
-		if b := r.Mode.base(); r.Mode.observed() && n[b] > 0 {
-			v := r.Throughput / (sum[b] / float64(n[b]))
-			rs[i].RatioToUnobserved = &v
+		r := &rs[i]
+		r.RatioToGTS = ratioTo(r.Throughput, med, phaseMode{r.Scenario, ModeGTS})
+		r.RatioToALO = ratioTo(r.Throughput, med, phaseMode{r.Scenario, ModeALO})
+		if r.Mode.observed() {
+			r.RatioToUnobserved = ratioTo(r.Throughput, med, phaseMode{r.Scenario, r.Mode.base()})
 		}
 	}
 }

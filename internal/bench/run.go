@@ -27,6 +27,9 @@ type Runner struct {
 	// level).
 	WorkerArgs   []string
 	WorkerStderr io.Writer
+	// Stderr, when set, gets one line per phase saying what its warm-up
+	// took.
+	Stderr io.Writer
 	// Metrics, when set, is where in-process onceflow pipelines register
 	// their metrics (eosbench -metrics-addr serves it). Each run's group
 	// names its series apart.
@@ -59,13 +62,33 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 			}
 		}
 	}
-	var results []Result
-	for i, m := range cfg.Modes {
+	// Every run's topics are created before the first timed run, so that
+	// the warm-up can ready them all: no run pays for another's setup.
+	var trials []*trial
+	defer func() {
+		for _, t := range trials {
+			t.cleanup()
+		}
+	}()
+	runs := map[Mode]int{} // runs of each mode so far
+	for i, m := range schedule(cfg) {
 		input := full
 		if m.baseline() && prefix != "" {
 			input = prefix
 		}
-		res, err := r.runMode(ctx, cfg, i, m.resolve(cfg.Order), input)
+		runs[m]++
+		t := newTrial(r, cfg, m, runs[m], input)
+		trials = append(trials, t)
+		if err := t.setup(ctx, fmt.Sprintf("%s-%d-%s", slug(cfg.Scenario), i, slug(string(m)))); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.warmUp(ctx, cfg.Scenario, trialTopics(trials)); err != nil {
+		return nil, err
+	}
+	var results []Result
+	for _, t := range trials {
+		res, err := r.runTrial(ctx, t)
 		if err != nil {
 			return results, err
 		}
@@ -73,6 +96,19 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	setRatios(results)
 	return results, nil
+}
+
+// schedule is the order of a phase's runs: the modes, resolved, Count
+// times over, interleaved (A B A B), so that drift of the machine during
+// the phase falls on every mode alike.
+func schedule(cfg Config) []Mode {
+	var out []Mode
+	for range cfg.Count {
+		for _, m := range cfg.Modes {
+			out = append(out, m.resolve(cfg.Order))
+		}
+	}
+	return out
 }
 
 // backlog creates a topic and writes input IDs [0, n) to it.
@@ -114,43 +150,23 @@ var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
 
 func slug(s string) string { return unsafeName.ReplaceAllString(s, "-") }
 
-// runMode runs one mode: topics, observer, pipeline(s), wait, stop,
+// runTrial runs a trial set up before: observer, pipeline(s), wait, stop,
 // read back and verify.
-func (r *Runner) runMode(ctx context.Context, cfg Config, idx int, mode Mode, shared string) (Result, error) {
-	res := Result{
-		Scenario: cfg.Scenario, Mode: mode, Messages: cfg.Messages, Sessions: cfg.Sessions,
-		Partitions: cfg.Partitions, Rate: cfg.Rate, Workers: cfg.Workers,
-	}
-	if a, ok := cfg.Anchors[mode]; ok {
-		res.Anchor = &a
-	}
-	if n := cfg.baselineCap(); n > 0 && mode.baseline() {
-		res.Messages, res.Capped = n, true
-	}
-	base := fmt.Sprintf("%s-%d-%s", slug(cfg.Scenario), idx, slug(string(mode)))
-	res.Stateful = cfg.Stateful && !mode.baseline()
-	res.statefulIgnored = cfg.Stateful && mode.baseline()
-	if cfg.DupRate > 0 {
-		res.DupRate, res.DupsInjected = cfg.DupRate, newDupSchedule(cfg.DupRate, res.Messages).injected()
-	}
-	t := &trial{r: r, cfg: cfg, res: &res, input: shared}
-	defer t.cleanup()
-	if err := t.setup(ctx, base); err != nil {
-		return res, err
-	}
+func (r *Runner) runTrial(ctx context.Context, t *trial) (Result, error) {
+	cfg, res, mode := t.cfg, t.res, t.res.Mode
 	if err := t.run(ctx); err != nil {
-		return res, err
+		return *res, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	rep, stateDLQ, err := verifyOutput(rctx, r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages)
 	if err != nil {
-		return res, err
+		return *res, err
 	}
 	if res.Stateful {
 		res.stateDLQ = stateDLQ
 		if res.StateViolations, err = verifyState(rctx, r.Env.Brokers, changelogTopic(t.job.Group, t.job.Input), res.Messages, cfg.Sessions); err != nil {
-			return res, err
+			return *res, err
 		}
 	}
 	if res.DupsInjected > 0 && mode.dedupes() && res.Kills+res.Crashes == 0 {
@@ -159,8 +175,8 @@ func (r *Runner) runMode(ctx context.Context, cfg Config, idx int, mode Mode, sh
 		res.DupsSkipped = &n
 	}
 	res.judge(rep, t.failure)
-	r.Log.Info("run finished", "scenario", cfg.Scenario, "mode", mode, "verdict", res.Verdict, "report", rep.String())
-	return res, nil
+	r.Log.Info("run finished", "scenario", cfg.Scenario, "mode", mode, "run", res.Run, "verdict", res.Verdict, "report", rep.String())
+	return *res, nil
 }
 
 // verifyOutput reads the committed output back and checks it against

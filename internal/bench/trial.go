@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/text/language"
@@ -39,6 +40,43 @@ const (
 	workerSessionTimeout = 6 * time.Second
 )
 
+// newTrial prepares run number run of mode over the shared backlog topic
+// ("" for input produced during the run).
+func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string) *trial {
+	res := Result{
+		Scenario: cfg.Scenario, Mode: mode, Messages: cfg.Messages, Sessions: cfg.Sessions,
+		Partitions: cfg.Partitions, Rate: cfg.Rate, Workers: cfg.Workers,
+	}
+	if a, ok := cfg.Anchors[mode]; ok {
+		res.Anchor = &a
+	}
+	if n := cfg.baselineCap(); n > 0 && mode.baseline() {
+		res.Messages, res.Capped = n, true
+	}
+	res.Stateful = cfg.Stateful && !mode.baseline()
+	res.statefulIgnored = cfg.Stateful && mode.baseline()
+	if cfg.DupRate > 0 {
+		res.DupRate, res.DupsInjected = cfg.DupRate, newDupSchedule(cfg.DupRate, res.Messages).injected()
+	}
+	res.Run = run
+	return &trial{r: r, cfg: cfg, res: &res, input: shared}
+}
+
+// trialTopics lists the topics the trials created or read, each once.
+func trialTopics(ts []*trial) []string {
+	var out []string
+	for _, t := range ts {
+		for _, topic := range []string{t.input, t.job.Output, t.job.DLQ} {
+			if !slices.Contains(out, topic) {
+				out = append(out, topic)
+			}
+		}
+	}
+	return out
+}
+
+// setup creates the run's topics (the input too, when produced during
+// the run) and state directories, and writes its job.
 func (t *trial) setup(ctx context.Context, base string) error {
 	env, cfg := t.r.Env, t.cfg
 	var err error
