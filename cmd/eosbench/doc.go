@@ -85,6 +85,11 @@
 // metadata (kfake enforces none; real brokers enforce
 // offset.metadata.max.bytes).
 //
+// -client-log-level passes franz-go's own log of the onceflow modes to
+// stderr at that level (processor.WithClientLogLevel; default warn), with
+// -log-level at or below it: -client-log-level debug -log-level debug shows
+// every produce response and its per-partition errors.
+//
 // Observability: -metrics-addr host:port serves Prometheus metrics on
 // /metrics for the whole invocation (a fresh registry with the Go and
 // process collectors; every in-process onceflow run registers into it,

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ type options struct {
 	cpuprofile string
 	memprofile string
 	logLevel   string
+	clientLog  slog.Level
 	worker     string // hidden: run one job as a subprocess worker
 
 	metricsAddr   string
@@ -41,6 +43,8 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end to `file`")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log `level`: debug, info, warn or error")
+	o.clientLog = slog.LevelWarn
+	fs.TextVar(&o.clientLog, "client-log-level", &o.clientLog, "how much of franz-go's own log onceflow modes write (processor.WithClientLogLevel; -log-level still applies): debug, info, warn or error")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the in-process onceflow runs on http://`host:port`/metrics (port 0: any free port, printed on stderr)")
 	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "keep serving -metrics-addr this long after the runs (an interrupt ends it), so a scraper sees the final values")
 	fs.StringVar(&o.worker, bench.WorkerFlag, "", "internal: run one pipeline `job` (JSON) as a worker")

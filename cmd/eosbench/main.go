@@ -108,7 +108,7 @@ func runPhases(ctx context.Context, phs []bench.Config, o options, reg *promethe
 		return nil, err
 	}
 	defer env.Close()
-	r := &bench.Runner{Env: env, Log: log, Stderr: stderr, WorkerStderr: stderr, WorkerArgs: []string{"-log-level", o.logLevel}}
+	r := &bench.Runner{Env: env, Log: log, Stderr: stderr, WorkerStderr: stderr, WorkerArgs: []string{"-log-level", o.logLevel}, ClientLogLevel: o.clientLog}
 	if reg != nil {
 		r.Metrics = reg
 	}

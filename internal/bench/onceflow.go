@@ -57,6 +57,7 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 			Multiplier: 2, Jitter: 0.2, MaxElapsed: time.Minute,
 		}),
 		processor.WithLogger(log),
+		processor.WithClientLogLevel(job.ClientLogLevel),
 	}
 	if job.MetadataBytes > 0 {
 		opts = append(opts, processor.WithMaxCommitMetadataBytes(job.MetadataBytes))

@@ -39,6 +39,8 @@ type Job struct {
 	// get killed, so a lost member is noticed soon even if it is not
 	// restarted.
 	SessionTimeout time.Duration `json:"session_timeout"`
+	// ClientLogLevel is processor.WithClientLogLevel of onceflow modes.
+	ClientLogLevel slog.Level `json:"client_log_level"`
 	// Metrics, when set, is where onceflow modes register their metrics
 	// (Runner.Metrics). Workers get none: their metrics stay in their
 	// processes.

@@ -34,6 +34,9 @@ type Runner struct {
 	// their metrics (eosbench -metrics-addr serves it). Each run's group
 	// names its series apart.
 	Metrics prometheus.Registerer
+	// ClientLogLevel is how much of franz-go's own log onceflow modes
+	// pass to Log (processor.WithClientLogLevel).
+	ClientLogLevel slog.Level
 }
 
 // Run runs every mode of cfg and returns their results, each with its

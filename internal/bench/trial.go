@@ -98,7 +98,7 @@ func (t *trial) setup(ctx context.Context, base string) error {
 		Group: env.Group(base), InstanceID: "i0", Messages: t.res.Messages,
 		Latency: cfg.HandlerLatency, FaultRate: cfg.FaultRate, RetryInitial: cfg.RetryInitial,
 		CommitInterval: cfg.CommitInterval, IdleSession: cfg.IdleSession, MetadataBytes: cfg.MetadataBytes,
-		SessionTimeout: inProcessSessionTimeout, Metrics: t.r.Metrics,
+		SessionTimeout: inProcessSessionTimeout, Metrics: t.r.Metrics, ClientLogLevel: t.r.ClientLogLevel,
 	}
 	if cfg.Workers > 0 {
 		t.job.SessionTimeout = workerSessionTimeout
