@@ -125,13 +125,16 @@ func Name(t testing.TB, suffix string) string {
 }
 
 // CreateTopic creates a uniquely named topic with the given partitions,
-// deleted when the test ends.
+// deleted when the test ends. Its replication factor is the cluster's
+// default.replication.factor: a fixed 1 would be below a production-shaped
+// cluster's min.insync.replicas (integration/kafka/broker.sh with
+// KAFKA_NODES=3: RF 3, min ISR 2), where every acks=all write to it fails.
 func (c *Cluster) CreateTopic(t testing.TB, suffix string, partitions int32, configs map[string]*string) string {
 	t.Helper()
 	name := Name(t, suffix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := c.Admin.CreateTopic(ctx, partitions, 1, configs, name)
+	resp, err := c.Admin.CreateTopic(ctx, partitions, -1, configs, name)
 	if err == nil {
 		err = resp.Err
 	}
