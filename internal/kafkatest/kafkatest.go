@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/onceflow/onceflow/internal/readback"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
@@ -41,6 +44,8 @@ type Cluster struct {
 	Admin   *kadm.Client
 	// Fake is the embedded cluster, for fault injection; nil in ModeReal.
 	Fake *kfake.Cluster
+
+	cl *kgo.Client // Admin's client
 }
 
 // Option configures New.
@@ -94,6 +99,7 @@ func New(t testing.TB, opts ...Option) *Cluster {
 		t.Fatalf("kafkatest: admin client: %v", err)
 	}
 	t.Cleanup(cl.Close)
+	c.cl = cl
 	c.Admin = kadm.NewClient(cl)
 	return c
 }
@@ -138,6 +144,9 @@ func (c *Cluster) CreateTopic(t testing.TB, suffix string, partitions int32, con
 	if err == nil {
 		err = resp.Err
 	}
+	if err == nil {
+		err = c.waitTopic(ctx, name, partitions)
+	}
 	if err != nil {
 		t.Fatalf("kafkatest: creating topic %s: %v", name, err)
 	}
@@ -147,6 +156,72 @@ func (c *Cluster) CreateTopic(t testing.TB, suffix string, partitions int32, con
 		_, _ = c.Admin.DeleteTopics(ctx, name)
 	})
 	return name
+}
+
+// WaitTopic waits until every broker knows a topic the test created itself
+// (see waitTopic); CreateTopic already does.
+func (c *Cluster) WaitTopic(t testing.TB, name string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.waitTopic(ctx, name, partitions); err != nil {
+		t.Fatalf("kafkatest: topic %s: %v", name, err)
+	}
+}
+
+// waitTopic waits until every broker's metadata holds the topic with all
+// its partitions led. CreateTopics returns once the controller has committed
+// the topic; the brokers of a cluster apply it from the metadata log a moment
+// later and until then leave it out of listings or answer for it with
+// UNKNOWN_TOPIC_OR_PARTITION. A test's topics exist before the test starts,
+// as an application's inputs exist before it does. (A single node, or
+// kfake, has it at once.)
+func (c *Cluster) waitTopic(ctx context.Context, name string, partitions int32) error {
+	for {
+		err := c.topicEverywhere(ctx, name, partitions)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for it in every broker's metadata: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// topicEverywhere asks every broker, not the cluster, for the topic's
+// metadata.
+func (c *Cluster) topicEverywhere(ctx context.Context, name string, partitions int32) error {
+	brokers, err := c.Admin.ListBrokers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range brokers {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, c.cl.Broker(int(b.NodeID)))
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", b.NodeID, err)
+		}
+		if len(resp.Topics) != 1 {
+			return fmt.Errorf("broker %d: %d topics in the response", b.NodeID, len(resp.Topics))
+		}
+		if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+			return fmt.Errorf("broker %d: %w", b.NodeID, err)
+		}
+		if got := len(resp.Topics[0].Partitions); got != int(partitions) {
+			return fmt.Errorf("broker %d: %d of %d partitions", b.NodeID, got, partitions)
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.Leader < 0 {
+				return fmt.Errorf("broker %d: partition %d has no leader", b.NodeID, p.Partition)
+			}
+		}
+	}
+	return nil
 }
 
 // Client returns a client of the cluster, closed when the test ends.
