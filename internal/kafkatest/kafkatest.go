@@ -235,6 +235,49 @@ func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// AwaitStable waits until no transaction is open or completing on the
+// topics: every partition's last stable offset has reached its end offset.
+// A commit returns to the producer once the coordinator has logged it; its
+// markers reach the partitions a moment later (on a cluster, once every
+// in-sync replica has them), so a ReadCommitted right after a commit can stop
+// short of it. Call it before a read that expects a just-committed
+// transaction, when nothing is left open (it fails after 30 s otherwise).
+func (c *Cluster) AwaitStable(t testing.TB, topics ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last error
+	for {
+		lso, err := c.Admin.ListCommittedOffsets(ctx, topics...)
+		if err == nil {
+			err = lso.Error()
+		}
+		var end kadm.ListedOffsets
+		if err == nil {
+			end, err = c.Admin.ListEndOffsets(ctx, topics...)
+		}
+		if err == nil {
+			err = end.Error()
+		}
+		if err == nil {
+			end.Each(func(o kadm.ListedOffset) {
+				if l, ok := lso.Lookup(o.Topic, o.Partition); !ok || l.Offset < o.Offset {
+					err = fmt.Errorf("%s/%d: last stable offset %d, end %d", o.Topic, o.Partition, l.Offset, o.Offset)
+				}
+			})
+			if err == nil {
+				return
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			t.Fatalf("kafkatest: transactions still open on %v: %v", topics, last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // ReadCommitted returns every committed record of the topics, read as a
 // read_committed consumer sees them.
 func (c *Cluster) ReadCommitted(t testing.TB, topics ...string) []*kgo.Record {
