@@ -1,15 +1,22 @@
 # onceflow — build and test entry points.
 #
-#   make test           vet + gofmt check + embedded pass (kfake) + real-broker pass
+#   make test           vet + gofmt check + embedded pass (kfake) + real-broker passes
 #   make test-embedded  vet + gofmt check + embedded pass only
-#   make test-real      real-broker pass only (mandatory: installs Java/Maven if missing)
+#   make test-real      real-broker passes only (mandatory: installs Java/Maven if missing):
+#                       the suite on a 3-node cluster, then TestBrokerRestart on
+#                       a single node (see real-pass below for why)
 #   make bench          benchmarks, output in bench.txt (for benchstat)
-#   make broker-start / broker-stop
+#   make broker-start / broker-stop / broker-status
 #
 # Variables: GOTESTFLAGS (extra go test flags, e.g. GOTESTFLAGS='-run TestX -v';
 # a -timeout there overrides GOTEST_TIMEOUT), GOTEST_TIMEOUT (15m), KAFKA_PORT
-# (9092), KAFKA_VERSION (see integration/kafka/broker.sh), CI (=true makes the
-# real-broker pass mandatory).
+# (9092: the cluster takes KAFKA_PORT..KAFKA_PORT+2*KAFKA_NODES-1, the
+# single-node pass the two ports after), KAFKA_NODES (3: nodes of the cluster
+# pass and of broker-start; 1 runs the whole real suite on one node),
+# KAFKA_STATE_DIR (broker.sh's state dir; the single-node pass uses
+# KAFKA_STATE_DIR-single), KAFKA_VERSION (both passes; defaults in
+# integration/kafka/broker.sh: 4.4.0 for a cluster, 4.2.0 for one node),
+# CI (=true makes the real-broker passes mandatory).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -19,6 +26,8 @@ GOTESTFLAGS    ?=
 GOTEST_TIMEOUT ?= 15m
 GOBENCH_TIMEOUT ?= 60m
 KAFKA_PORT     ?= 9092
+KAFKA_NODES    ?= 3
+KAFKA_STATE_DIR ?=
 export KAFKA_PORT
 
 MODULE   := github.com/onceflow/onceflow
@@ -33,7 +42,7 @@ KAFKA_PKGS_CMD = $(GO) list -e -f '{{.ImportPath}} {{.Imports}} {{.TestImports}}
 	| awk -v k='$(KAFKATEST)' '{ for (i = 2; i <= NF; i++) if ($$i == k) { print $$1; next } }'
 
 .PHONY: test test-embedded test-real vet fmt-check embedded-pass real-pass \
-	kafka-packages bench broker-start broker-stop broker-status
+	real-skip-banner broker-pass kafka-packages bench broker-start broker-stop broker-status
 
 test: vet fmt-check embedded-pass
 	@$(MAKE) --no-print-directory real-pass REAL_MODE=auto
@@ -72,26 +81,65 @@ kafka-packages:
 
 # REAL_MODE=auto: skipped (loudly) without java+mvn unless CI=true.
 # REAL_MODE=required (test-real, or CI=true): broker.sh installs Java/Maven if
-# needed and any failure fails the target. The broker is stopped on every exit
-# path unless it was already running before (e.g. `make broker-start`).
+# needed and any failure fails the target.
+#
+# Two passes, each against brokers it starts and stops itself (unless they
+# were already running before, e.g. `make broker-start`):
+#  1. the cluster pass: every kafkatest package against a KAFKA_NODES-node
+#     cluster (default 3 combined KRaft nodes, RF 3, min.insync.replicas 2:
+#     the shape production runs; broker.sh's cluster default is Kafka 4.4.0).
+#     KAFKA_BROKER_SCRIPT is set (for tests that kill one node);
+#     TestBrokerRestart skips itself there.
+#  2. the single-node pass, only when KAFKA_NODES > 1: just TestBrokerRestart
+#     (./integration) on one node (broker.sh's single default, 4.2.0), on the
+#     ports after the cluster's and its own state dir. It SIGKILLs the only
+#     broker, so every replica (__transaction_state included) crashes at once
+#     and recovers uncleanly: a path a cluster never takes on one node kill,
+#     and the one that showed finding 3 (docs/reliability.md). Skipped when
+#     GOTESTFLAGS has -run (a developer picking tests; run it with
+#     KAFKA_NODES=1 make test-real GOTESTFLAGS='-run TestBrokerRestart').
+# KAFKA_NODES=1 runs the whole suite in one single-node pass, as before.
 REAL_MODE ?= required
+SINGLE_PORT := $(shell echo $$(( $(KAFKA_PORT) + 2 * $(KAFKA_NODES) )))
+SINGLE_STATE_DIR := $(if $(KAFKA_STATE_DIR),$(KAFKA_STATE_DIR)-single,$(CURDIR)/integration/kafka/.run-single)
 real-pass:
 	@required=0; \
 	if [ "$(REAL_MODE)" = required ] || [ "$${CI:-}" = true ]; then required=1; fi; \
-	banner() { \
-		echo; echo "##################################################################"; \
-		echo "###  REAL-BROKER PASS SKIPPED: $$1"; \
-		echo "###  (the embedded pass ran; run 'make test-real' or set CI=true)"; \
-		echo "##################################################################"; echo; \
-	}; \
 	if [ $$required = 0 ] && ! { command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; }; then \
-		banner "java and/or mvn not installed"; exit 0; \
+		$(MAKE) --no-print-directory real-skip-banner WHY="java and/or mvn not installed"; exit 0; \
 	fi; \
 	pkgs=$$($(KAFKA_PKGS_CMD)); \
 	if [ -z "$$pkgs" ]; then \
 		echo "==> real-broker pass: no package imports $(KAFKATEST); nothing to run, skipped"; exit 0; \
 	fi; \
-	echo "==> real-broker pass packages:"; echo "$$pkgs" | sed 's/^/  /'; \
+	t0=$$(date +%s); \
+	$(MAKE) --no-print-directory broker-pass REQUIRED=$$required PASS_NODES=$(KAFKA_NODES) \
+		PASS_PORT=$(KAFKA_PORT) PASS_STATE_DIR="$(KAFKA_STATE_DIR)" PASS_PKGS="$$(echo $$pkgs)" PASS_RUN=; \
+	if [ "$(KAFKA_NODES)" = 1 ]; then exit 0; fi; \
+	case " $(GOTESTFLAGS) " in \
+		*" -run "*|*" -run="*|*" --run"*|*" -test.run"*) \
+			echo "==> single-node pass (TestBrokerRestart) skipped: GOTESTFLAGS selects tests with -run"; exit 0 ;; \
+	esac; \
+	$(MAKE) --no-print-directory broker-pass REQUIRED=$$required PASS_NODES=1 \
+		PASS_PORT=$(SINGLE_PORT) PASS_STATE_DIR="$(SINGLE_STATE_DIR)" \
+		PASS_PKGS=$(MODULE)/integration PASS_RUN=TestBrokerRestart; \
+	echo "==> real-broker passes: ok in $$(( $$(date +%s) - t0 ))s"
+
+real-skip-banner:
+	@echo; echo "##################################################################"; \
+	echo "###  REAL-BROKER PASS SKIPPED: $(WHY)"; \
+	echo "###  (the embedded pass ran; run 'make test-real' or set CI=true)"; \
+	echo "##################################################################"; echo
+
+# broker-pass: start PASS_NODES nodes (broker.sh) on PASS_PORT with state in
+# PASS_STATE_DIR (empty: broker.sh's default), run PASS_PKGS (only the tests
+# named by PASS_RUN, a |-separated list of test names, if set), and stop the
+# brokers on every exit path unless they were running before.
+broker-pass:
+	@export KAFKA_NODES=$(PASS_NODES) KAFKA_PORT=$(PASS_PORT); \
+	if [ -n "$(PASS_STATE_DIR)" ]; then export KAFKA_STATE_DIR="$(PASS_STATE_DIR)"; fi; \
+	if [ "$(PASS_NODES)" = 1 ]; then what="single-node"; else what="$(PASS_NODES)-node cluster"; fi; \
+	echo "==> $$what pass packages:"; for p in $(PASS_PKGS); do echo "  $$p"; done; \
 	owned=1; \
 	if bash "$(BROKER)" status >/dev/null 2>&1; then owned=0; echo "==> broker already running; using it and leaving it running"; fi; \
 	cleanup() { \
@@ -102,23 +150,24 @@ real-pass:
 	}; \
 	trap cleanup EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; \
 	t0=$$(date +%s); \
-	echo "==> starting Kafka $$(bash "$(BROKER)" version) on 127.0.0.1:$(KAFKA_PORT)"; \
+	echo "==> starting Kafka $$(bash "$(BROKER)" version) ($$what) from 127.0.0.1:$(PASS_PORT)"; \
 	if ! addr=$$(bash "$(BROKER)" start); then \
 		echo "==> broker start FAILED after $$(( $$(date +%s) - t0 ))s"; \
-		if [ $$required = 1 ]; then exit 1; fi; \
-		banner "the broker failed to start (see above)"; exit 0; \
+		if [ "$(REQUIRED)" = 1 ]; then exit 1; fi; \
+		$(MAKE) --no-print-directory real-skip-banner WHY="the broker failed to start (see above)"; exit 0; \
 	fi; \
 	addr=$$(echo "$$addr" | tail -n 1); \
 	echo "==> broker $$addr ready in $$(( $$(date +%s) - t0 ))s"; \
+	run=(); if [ -n '$(PASS_RUN)' ]; then run=(-run '^($(PASS_RUN))$$'); fi; \
 	t1=$$(date +%s); \
-	echo "==> real-broker pass: KAFKA_BROKERS=$$addr go test -race -count=1 -p 1 <kafka packages>"; \
+	echo "==> $$what pass: KAFKA_BROKERS=$$addr go test -race -count=1 -p 1 $${run[*]} <packages>"; \
 	rc=0; \
 	KAFKA_BROKERS="$$addr" KAFKA_BROKER_SCRIPT="$(BROKER)" \
-		$(GO) test -race -count=1 -p 1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) $$pkgs || rc=$$?; \
+		$(GO) test -race -count=1 -p 1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) "$${run[@]}" $(PASS_PKGS) || rc=$$?; \
 	if [ $$rc = 0 ]; then \
-		echo "==> real-broker pass: ok in $$(( $$(date +%s) - t1 ))s"; \
+		echo "==> $$what pass: ok in $$(( $$(date +%s) - t1 ))s"; \
 	else \
-		echo "==> real-broker pass: FAILED (exit $$rc) after $$(( $$(date +%s) - t1 ))s"; \
+		echo "==> $$what pass: FAILED (exit $$rc) after $$(( $$(date +%s) - t1 ))s"; \
 	fi; \
 	exit $$rc
 
@@ -128,8 +177,11 @@ bench:
 	env -u KAFKA_BROKERS $(GO) test -run '^$$' -bench . -benchmem -count 6 -timeout $(GOBENCH_TIMEOUT) $(GOTESTFLAGS) ./... | tee bench.txt; \
 	echo "==> bench: done in $$(( $$(date +%s) - t0 ))s"
 
+# broker-start starts KAFKA_NODES nodes (the cluster pass's shape, so the
+# cluster pass of a following `make test` reuses them); stop and status act on
+# whatever the state dir holds.
 broker-start:
-	@bash "$(BROKER)" start
+	@KAFKA_NODES=$(KAFKA_NODES) bash "$(BROKER)" start
 
 broker-stop:
 	@bash "$(BROKER)" stop

@@ -201,6 +201,22 @@ func (e *env) waitFaults() { e.faultWG.Wait() }
 // brokerScript returns the broker control script, or "" on kfake.
 func brokerScript() string { return os.Getenv(EnvBrokerScript) }
 
+// singleBroker reports whether the cluster has exactly one broker, the
+// only shape in which restartBroker means something: broker.sh's kill and
+// restart without a node number act on the single node, and refuse on a
+// cluster (KAFKA_NODES=3), where losing one broker is a leader failover, not
+// the crash and unclean recovery of every replica these tests exercise.
+func singleBroker(t testing.TB, c *kafkatest.Cluster) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bs, err := c.Admin.ListBrokers(ctx)
+	if err != nil {
+		t.Fatalf("listing brokers: %v", err)
+	}
+	return len(bs) == 1
+}
+
 // restartBroker hard-kills the real broker, waits down, and restarts it on
 // the same data dir.
 func (e *env) restartBroker(down time.Duration) {

@@ -96,6 +96,10 @@ func TestBrokerRestart(t *testing.T) {
 		t.Skipf("needs a real broker and its control script: run in the real-broker pass of `make test` "+
 			"(KAFKA_BROKERS and %s=integration/kafka/broker.sh)", EnvBrokerScript)
 	}
+	if !singleBroker(t, kafkatest.New(t)) {
+		t.Skip("kills the only broker: needs a single-node broker (make test runs it in a single-node pass, " +
+			"KAFKA_NODES=1); on a cluster a broker kill is a node failover, not this test")
+	}
 	cfg := defaultConfig()
 	cfg.settle = 90 * time.Second
 	cfg.worker.positionGuard = true // assignments while the broker is down read the position log too

@@ -130,6 +130,9 @@ func (r *running) wait(t *testing.T, timeout time.Duration) error {
 func (pl *pipeline) read(t *testing.T) verify.Report {
 	t.Helper()
 	ch := verify.NewChecker(pl.inputs)
+	// The last commit's markers may still be on their way (on a cluster,
+	// to every in-sync replica) after the instances stopped.
+	pl.c.Settle(t, 10*time.Second, pl.out, pl.dlq)
 	for _, r := range pl.c.ReadCommitted(t, pl.out) {
 		observe(ch, r, ch.Output)
 	}

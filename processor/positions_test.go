@@ -95,6 +95,7 @@ func TestPositionGuardCorruptLog(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, resp.Err)
 		t.Cleanup(func() { _, _ = c.Admin.DeleteTopics(context.Background(), topic) })
+		c.WaitTopic(t, topic, 1)
 		cl := c.Client(t, kgo.DefaultProduceTopic(topic))
 		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte{0, 0, 0, 0}, Value: []byte("not a position")}).FirstErr())
 		pl.produce(t, 0, pl.inputs)

@@ -139,6 +139,7 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		if ok, err := newer2.Commit(ctx, nil); !ok || err != nil {
 			t.Fatalf("newer process's commit: committed %v, err %v", ok, err)
 		}
+		c.Settle(t, 10*time.Second, out) // the commit's markers may still be on their way
 		recs := c.ReadCommitted(t, out)
 		if len(recs) != 1 || string(recs[0].Value) != "newer" {
 			var vals []string

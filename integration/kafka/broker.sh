@@ -1,61 +1,160 @@
 #!/usr/bin/env bash
-# Runs a single-node Apache Kafka (KRaft, combined broker+controller) on
-# 127.0.0.1 for the real-broker test pass. The broker is assembled from Maven
-# Central artifacts (org.apache.kafka:kafka_2.13 + runtime deps) and run with
-# Java 17+; both Java and Maven are installed with apt-get when missing.
+# Runs Apache Kafka (KRaft) on 127.0.0.1 for the real-broker test passes:
+# one combined broker+controller node by default, or with KAFKA_NODES=3 a
+# 3-node cluster of combined nodes (replication factor 3, min.insync.replicas
+# 2 for every topic, the internal ones included), the shape production runs.
+# The broker is assembled from Maven Central artifacts
+# (org.apache.kafka:kafka_2.13 + runtime deps) and run with Java 17+; both
+# Java and Maven are installed with apt-get when missing.
 #
-# Usage: broker.sh start|stop|kill|restart|status|version
-#   start    fresh data dir (formatted), start, wait until ready; the last
-#            stdout line is the bootstrap address 127.0.0.1:<port>
-#   stop     SIGTERM, wait up to KAFKA_STOP_TIMEOUT s, then SIGKILL; removes
-#            the data dir
-#   kill     SIGKILL (hard crash); keeps the data dir for `restart`
-#   restart  start again on the SAME data dir (no reformat); if the broker
-#            still runs it is first stopped gracefully (data kept)
-#   status   prints running/stopped and the version; exit 0 iff running
-#   version  prints the Kafka version in use
+# Usage: broker.sh start|stop|kill [N]|restart [N]|status|version
+#   start      fresh data dir (formatted), start, wait until ready; the last
+#              stdout line is the bootstrap address (cluster: the
+#              comma-separated list of every node's client address). A
+#              cluster is ready when every node logged "Kafka Server started"
+#              and every node answers Metadata with all KAFKA_NODES brokers.
+#   stop       SIGTERM (every node at once), wait up to KAFKA_STOP_TIMEOUT s,
+#              then SIGKILL; removes the data dir
+#   kill [N]   SIGKILL (hard crash) of node N; keeps its data dir for `restart`
+#   restart [N]  start node N again on its SAME data dir (no reformat); if it
+#              still runs it is first stopped gracefully (data kept). Prints
+#              the bootstrap address (list) as its last stdout line.
+#              Single node: N is optional (only 1 is valid). Cluster: N is
+#              required — killing "the broker" of a cluster has no single
+#              meaning, so `kill`/`restart` without N is an error there.
+#   status     prints running/stopped and the version (cluster: one line per
+#              node, then a summary); exit 0 iff every node runs
+#   version    prints the Kafka version in use
+#
+# Ports: node i (1-based) listens for clients on KAFKA_PORT+2*(i-1) and for
+# its controller on the port after that; KAFKA_PORT=19600 with 3 nodes takes
+# 19600-19605 (clients 19600, 19602, 19604). A single node keeps KAFKA_PORT
+# and KAFKA_PORT+1 (or KAFKA_CONTROLLER_PORT).
+#
+# The node count is remembered in the state dir by `start` (until `stop`), so
+# kill/restart/stop/status need no KAFKA_NODES; a KAFKA_NODES that disagrees
+# with a running cluster is an error.
 #
 # Environment:
-#   KAFKA_VERSION        kafka_2.13 version (default 4.4.0)
-#   KAFKA_PORT           client port (default 9092); controller is port+1
-#   KAFKA_CONTROLLER_PORT  override the controller port
-#   KAFKA_STATE_DIR      pid/log/state dir (default <this dir>/.run)
+#   KAFKA_NODES          node count for `start` (default 1: a single node;
+#                        3 for the cluster). 2+ nodes get replication factor
+#                        min(nodes,3) and min.insync.replicas that minus one.
+#   KAFKA_VERSION        kafka_2.13 version (default 4.2.0 for a single node,
+#                        4.4.0 for a cluster; see DEFAULT_KAFKA_VERSION below)
+#   KAFKA_PORT           first client port (default 9092); see Ports above
+#   KAFKA_CONTROLLER_PORT  override the controller port (single node only)
+#   KAFKA_STATE_DIR      pid/log/state dir (default <this dir>/.run); a
+#                        cluster keeps each node's files in node<i>/ there
 #   KAFKA_CACHE_DIR      jar cache (default <this dir>/.cache)
 #   KAFKA_START_TIMEOUT  seconds to wait for readiness (default 90)
 #   KAFKA_STOP_TIMEOUT   seconds to wait after SIGTERM (default 30)
-#   KAFKA_HEAP_OPTS      JVM heap/GC flags (default -Xms256m -Xmx1g -XX:+UseG1GC)
+#   KAFKA_HEAP_OPTS      JVM heap/GC flags per node (default -Xms256m -Xmx1g
+#                        -XX:+UseG1GC; cluster -Xms256m -Xmx512m -XX:+UseG1GC:
+#                        three JVMs share a 2-core machine)
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# 4.2.0, not the newest (4.4.0): on this single-node setup a hard kill and
-# restart leaves open transactions unknown to the coordinator from 4.3.0 on
-# (duplicates or a stuck last stable offset); 4.1.0 and 4.2.0 recover them.
-# See docs/reliability.md, finding 3.
-DEFAULT_KAFKA_VERSION=4.2.0
-KAFKA_VERSION=${KAFKA_VERSION:-$DEFAULT_KAFKA_VERSION}
-KAFKA_PORT=${KAFKA_PORT:-9092}
-KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}
 STATE_DIR=${KAFKA_STATE_DIR:-$SCRIPT_DIR/.run}
-CACHE_ROOT=${KAFKA_CACHE_DIR:-$SCRIPT_DIR/.cache}
-START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
-STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
-HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms256m -Xmx1g -XX:+UseG1GC}
-DEP_PLUGIN_VERSION=3.8.1
-MVN_FLAGS=(-q -B -Dstyle.color=never)
-
-PID_FILE=$STATE_DIR/broker.pid
-DATA_FILE=$STATE_DIR/data.dir      # holds the path of the current data dir
-VERSION_FILE=$STATE_DIR/version    # version of the broker started last
-PORT_FILE=$STATE_DIR/port
-PROPS_FILE=$STATE_DIR/server.properties
-LOG4J_FILE=$STATE_DIR/log4j2.properties
-LOG_FILE=$STATE_DIR/broker.log     # log4j2 output (INFO)
-OUT_FILE=$STATE_DIR/broker.out     # JVM stdout/stderr
+NODES_FILE=$STATE_DIR/nodes        # node count of the last start (until stop)
 
 log() { echo "broker.sh: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 now() { date +%s; }
+
+# The node count: KAFKA_NODES if set, else what the last `start` in this state
+# dir recorded, else 1.
+REMEMBERED_NODES=""
+[ -f "$NODES_FILE" ] && REMEMBERED_NODES=$(tr -dc '0-9' <"$NODES_FILE")
+NODES=${KAFKA_NODES:-${REMEMBERED_NODES:-1}}
+case $NODES in
+  [1-9]) ;;
+  *) die "KAFKA_NODES must be 1..9, got '$NODES'" ;;
+esac
+
+# Single node: 4.2.0, not the newest (4.4.0): on this single-node setup a hard
+# kill and restart leaves open transactions unknown to the coordinator from
+# 4.3.0 on (duplicates or a stuck last stable offset); 4.1.0 and 4.2.0 recover
+# them. See docs/reliability.md, finding 3. A cluster does not take that path
+# (a killed node is a leader failover, its replicas rejoin from the others)
+# and 4.4.0 passed there (shared notes, kafka-cluster.md), so the cluster runs
+# the newest.
+if [ "$NODES" = 1 ]; then
+  DEFAULT_KAFKA_VERSION=4.2.0
+  DEFAULT_HEAP_OPTS="-Xms256m -Xmx1g -XX:+UseG1GC"
+else
+  DEFAULT_KAFKA_VERSION=4.4.0
+  DEFAULT_HEAP_OPTS="-Xms256m -Xmx512m -XX:+UseG1GC"
+  [ -z "${KAFKA_CONTROLLER_PORT:-}" ] \
+    || die "KAFKA_CONTROLLER_PORT applies to a single node only; a cluster derives every port from KAFKA_PORT"
+fi
+KAFKA_VERSION=${KAFKA_VERSION:-$DEFAULT_KAFKA_VERSION}
+KAFKA_PORT=${KAFKA_PORT:-9092}
+KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}
+CACHE_ROOT=${KAFKA_CACHE_DIR:-$SCRIPT_DIR/.cache}
+START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
+STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
+HEAP_OPTS=${KAFKA_HEAP_OPTS:-$DEFAULT_HEAP_OPTS}
+DEP_PLUGIN_VERSION=3.8.1
+MVN_FLAGS=(-q -B -Dstyle.color=never)
+
+DATA_FILE=$STATE_DIR/data.dir      # holds the path of the current data dir
+VERSION_FILE=$STATE_DIR/version    # version of the broker started last
+PORT_FILE=$STATE_DIR/port          # KAFKA_PORT of the last start (node 1's client port)
+
+# Per-node files, set by node_paths; a single node keeps the historical
+# names directly in the state dir.
+NODE=1 NODE_DIR="" NODE_PORT="" NODE_CPORT=""
+PID_FILE="" PROPS_FILE="" LOG4J_FILE="" LOG_FILE="" OUT_FILE=""
+
+# node_paths I: point the per-node globals at node I.
+node_paths() {
+  NODE=$1
+  if [ "$NODES" = 1 ]; then
+    NODE_DIR=$STATE_DIR
+    NODE_PORT=$KAFKA_PORT
+    NODE_CPORT=$KAFKA_CONTROLLER_PORT
+  else
+    NODE_DIR=$STATE_DIR/node$NODE
+    NODE_PORT=$((KAFKA_PORT + 2 * (NODE - 1)))
+    NODE_CPORT=$((NODE_PORT + 1))
+  fi
+  PID_FILE=$NODE_DIR/broker.pid
+  PROPS_FILE=$NODE_DIR/server.properties
+  LOG4J_FILE=$NODE_DIR/log4j2.properties
+  LOG_FILE=$NODE_DIR/broker.log    # log4j2 output (INFO)
+  OUT_FILE=$NODE_DIR/broker.out    # JVM stdout/stderr
+}
+node_paths 1
+
+# node_logs_dir DATA: the current node's log.dirs inside the data dir DATA.
+node_logs_dir() {
+  local data=$1
+  if [ "$NODES" = 1 ]; then echo "$data/logs"; else echo "$data/node$NODE/logs"; fi
+}
+
+# bootstrap: every node's client address, comma-separated.
+bootstrap() {
+  local i list=""
+  for ((i = 1; i <= NODES; i++)); do
+    list+="${list:+,}127.0.0.1:$((KAFKA_PORT + 2 * (i - 1)))"
+  done
+  echo "$list"
+}
+
+# node_arg CMD [N]: the node a kill/restart acts on.
+node_arg() {
+  local cmd=$1 n=${2:-}
+  if [ -z "$n" ]; then
+    [ "$NODES" = 1 ] || die "$cmd: this is a $NODES-node cluster; name the node: $cmd 1..$NODES"
+    n=1
+  fi
+  case $n in
+    [1-9]) [ "$n" -le "$NODES" ] || die "$cmd: no node $n (nodes 1..$NODES)" ;;
+    *) die "$cmd: node must be a number, got '$n'" ;;
+  esac
+  echo "$n"
+}
 
 # ---------------------------------------------------------------- tools ----
 
@@ -163,12 +262,12 @@ POM
 
 # ---------------------------------------------------------------- state ----
 
-read_pid() { [ -f "$PID_FILE" ] && tr -dc '0-9' <"$PID_FILE" || true; }
+pid_in() { [ -f "$1" ] && tr -dc '0-9' <"$1" || true; }
+read_pid() { pid_in "$PID_FILE"; }
 
-# is_running: the pid file names a live JVM running kafka.Kafka.
-is_running() {
-  local pid
-  pid=$(read_pid)
+# live_kafka PID: PID is a live JVM running kafka.Kafka.
+live_kafka() {
+  local pid=$1
   [ -n "$pid" ] || return 1
   kill -0 "$pid" 2>/dev/null || return 1
   if [ -r "/proc/$pid/cmdline" ]; then
@@ -177,7 +276,52 @@ is_running() {
   return 0
 }
 
+# is_running: the current node's pid file names a live JVM running kafka.Kafka.
+is_running() { live_kafka "$(read_pid)"; }
+
+# running_nodes: how many of the NODES nodes run.
+running_nodes() {
+  local i n=0
+  for ((i = 1; i <= NODES; i++)); do
+    node_paths "$i"
+    if is_running; then n=$((n + 1)); fi
+  done
+  echo "$n"
+}
+
+# any_running_in_state: some pid file of any layout (single or node<i>/)
+# in the state dir names a live broker.
+any_running_in_state() {
+  local f
+  for f in "$STATE_DIR"/broker.pid "$STATE_DIR"/node*/broker.pid; do
+    [ -f "$f" ] && live_kafka "$(pid_in "$f")" && return 0
+  done
+  return 1
+}
+
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# metadata_brokers PORT: how many brokers the broker on PORT lists in a
+# Metadata response ("" if it does not answer). The broker's runtime jars
+# carry no admin CLI (kafka-tools is a separate artifact), so this speaks the
+# protocol: a Metadata v4 request (the oldest Kafka 4.x serves, KIP-896) for
+# no topics; the response starts size, correlation id, throttle ms, broker
+# count (int32 each, big-endian).
+metadata_brokers() {
+  local port=$1 out
+  # shellcheck disable=SC2016
+  out=$( {
+      exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
+      # size 23 | api key 3 | version 4 | correlation id 1 | client id
+      # "brokersh" | topics: empty array | allow_auto_topic_creation false
+      printf '\x00\x00\x00\x17\x00\x03\x00\x04\x00\x00\x00\x01\x00\x08brokersh\x00\x00\x00\x00\x00' >&3
+      timeout 5 head -c 16 <&3 | od -An -tu1
+    } 2>/dev/null ) || true
+  # shellcheck disable=SC2086
+  set -- $out
+  [ $# -eq 16 ] || return 0
+  echo $(( (${13} << 24) | (${14} << 16) | (${15} << 8) | ${16} ))
+}
 
 show_log_tail() {
   local f
@@ -190,19 +334,23 @@ show_log_tail() {
   echo "-----" >&2
 }
 
+# write_configs DATA: the current node's server.properties and log4j2 config.
 write_configs() {
-  local data=$1
-  cat >"$PROPS_FILE" <<PROPS
+  local data=$1 logs voters i
+  logs=$(node_logs_dir "$data")
+  mkdir -p "$NODE_DIR"
+  if [ "$NODES" = 1 ]; then
+    cat >"$PROPS_FILE" <<PROPS
 # generated by integration/kafka/broker.sh — single-node KRaft for tests
 process.roles=broker,controller
 node.id=1
-controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.quorum.voters=1@127.0.0.1:$NODE_CPORT
+listeners=PLAINTEXT://127.0.0.1:$NODE_PORT,CONTROLLER://127.0.0.1:$NODE_CPORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$NODE_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-log.dirs=$data/logs
+log.dirs=$logs
 
 # single node: every replicated thing has RF 1 / min ISR 1
 num.partitions=1
@@ -216,6 +364,42 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 share.coordinator.state.topic.num.partitions=1
+PROPS
+  else
+    local rf=$((NODES < 3 ? NODES : 3))
+    local isr=$((rf > 1 ? rf - 1 : 1))
+    voters=""
+    for ((i = 1; i <= NODES; i++)); do
+      voters+="${voters:+,}$i@127.0.0.1:$((KAFKA_PORT + 2 * (i - 1) + 1))"
+    done
+    cat >"$PROPS_FILE" <<PROPS
+# generated by integration/kafka/broker.sh — node $NODE of a $NODES-node KRaft cluster for tests
+process.roles=broker,controller
+node.id=$NODE
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$NODE_PORT,CONTROLLER://127.0.0.1:$NODE_CPORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$NODE_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$logs
+
+# production shape: every topic, the internal ones included, has RF $rf and
+# min ISR $isr, so one node down is a leader failover, not an outage
+num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
+share.coordinator.state.topic.num.partitions=1
+PROPS
+  fi
+  cat >>"$PROPS_FILE" <<PROPS
 
 # fast groups for tests
 group.initial.rebalance.delay.ms=0
@@ -229,9 +413,9 @@ broker.heartbeat.interval.ms=500
 # abort timed-out transactions promptly (default 10 s)
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 
-# small footprint on a 2-core machine
+# small footprint on a 2-core machine (a cluster runs three of these)
 num.network.threads=2
-num.io.threads=4
+num.io.threads=$([ "$NODES" = 1 ] && echo 4 || echo 2)
 log.cleaner.dedupe.buffer.size=33554432
 auto.create.topics.enable=true
 PROPS
@@ -258,7 +442,7 @@ L4J
 java_opts() {
   # shellcheck disable=SC2206
   JAVA_OPTS=($HEAP_OPTS -Djava.awt.headless=true -XX:+ExitOnOutOfMemoryError
-    "-Dlog4j2.configurationFile=$LOG4J_FILE" "-Dkafka.logs.dir=$STATE_DIR")
+    "-Dlog4j2.configurationFile=$LOG4J_FILE" "-Dkafka.logs.dir=$NODE_DIR")
 }
 
 new_cluster_id() {
@@ -272,79 +456,145 @@ new_cluster_id() {
   echo "$id"
 }
 
+# format_storage CID: format the current node's log dir with cluster id CID.
 format_storage() {
-  local data=$1 libs cid
+  local cid=$1 libs
   libs=$(libs_dir)
-  cid=$(new_cluster_id)
-  java_opts
-  log "formatting KRaft storage in $data (cluster id $cid)"
+  log "formatting KRaft storage of node $NODE (cluster id $cid)"
   if ! java -Xmx256m "-Dlog4j2.configurationFile=$LOG4J_FILE" -cp "$libs/*" \
       kafka.tools.StorageTool format -t "$cid" -c "$PROPS_FILE" >>"$OUT_FILE" 2>&1; then
     show_log_tail
-    die "kafka.tools.StorageTool format failed"
+    die "kafka.tools.StorageTool format failed for node $NODE"
   fi
 }
 
-launch() {
-  local libs start pid deadline
+# format_all CID: format every node, in parallel (each is a JVM start).
+format_all() {
+  local cid=$1 i pids=() failed=0
+  for ((i = 1; i <= NODES; i++)); do
+    node_paths "$i"
+    format_storage "$cid" &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || failed=1; done
+  [ "$failed" = 0 ] || die "formatting failed (see above)"
+}
+
+LOGSTART=()             # node -> size of its log when launched
+LAUNCHED=()             # nodes launched by this invocation
+DEADLINE=0
+
+# spawn_node: start the current node's JVM, detached; does not wait.
+spawn_node() {
+  local libs
   libs=$(libs_dir)
   java_opts
-  if port_open "$KAFKA_PORT"; then
-    die "port $KAFKA_PORT on 127.0.0.1 is already in use (set KAFKA_PORT)"
+  if port_open "$NODE_PORT"; then
+    die "port $NODE_PORT on 127.0.0.1 (node $NODE) is already in use (set KAFKA_PORT)"
   fi
-  if port_open "$KAFKA_CONTROLLER_PORT"; then
-    die "controller port $KAFKA_CONTROLLER_PORT on 127.0.0.1 is already in use (set KAFKA_CONTROLLER_PORT)"
+  if port_open "$NODE_CPORT"; then
+    die "controller port $NODE_CPORT on 127.0.0.1 (node $NODE) is already in use (set KAFKA_PORT or KAFKA_CONTROLLER_PORT)"
   fi
-  local logstart=0
-  [ -f "$LOG_FILE" ] && logstart=$(wc -c <"$LOG_FILE")
-  start=$(now)
+  LOGSTART[$NODE]=0
+  [ -f "$LOG_FILE" ] && LOGSTART[$NODE]=$(wc -c <"$LOG_FILE")
   echo "=== start $(date -u +%FT%TZ) version $KAFKA_VERSION ===" >>"$OUT_FILE"
+  rm -f "$PID_FILE"
   # Detached session: the broker outlives this script (and make's recipe
   # shell). The child writes its own pid, then execs the JVM.
   setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PID_FILE" \
     java "${JAVA_OPTS[@]}" -cp "$libs/*" kafka.Kafka "$PROPS_FILE" \
     </dev/null >>"$OUT_FILE" 2>&1 9>&- &
-  echo "$KAFKA_VERSION" >"$VERSION_FILE"
-  echo "$KAFKA_PORT" >"$PORT_FILE"
-  deadline=$((start + START_TIMEOUT))
-  # wait for the pid file
-  while [ -z "$(read_pid)" ] && [ "$(now)" -lt "$deadline" ]; do sleep 0.1; done
-  pid=$(read_pid)
-  [ -n "$pid" ] || die "broker process did not start"
-  while :; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      show_log_tail
-      rm -f "$PID_FILE"
-      die "Kafka $KAFKA_VERSION exited during startup (logs: $LOG_FILE, $OUT_FILE)"
-    fi
-    if [ -f "$LOG_FILE" ] && tail -c +"$((logstart + 1))" "$LOG_FILE" | grep -q 'Kafka Server started' \
-        && port_open "$KAFKA_PORT"; then
-      break
-    fi
-    if [ "$(now)" -ge "$deadline" ]; then
-      show_log_tail
-      kill -KILL "$pid" 2>/dev/null || true
-      rm -f "$PID_FILE"
-      die "Kafka $KAFKA_VERSION not ready within ${START_TIMEOUT}s (logs: $LOG_FILE, $OUT_FILE)"
-    fi
-    sleep 0.2
-  done
-  log "Kafka $KAFKA_VERSION ready in $(( $(now) - start ))s (pid $pid, data $(cat "$DATA_FILE"), log $LOG_FILE)"
-  echo "127.0.0.1:$KAFKA_PORT"
+  LAUNCHED+=("$NODE")
 }
 
-# terminate PID SIGNAL TIMEOUT: send SIGNAL, wait, SIGKILL after TIMEOUT.
+# abort_launch MSG: SIGKILL what this invocation launched, then die.
+abort_launch() {
+  local i pid
+  for i in "${LAUNCHED[@]}"; do
+    node_paths "$i"
+    pid=$(read_pid)
+    [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$PID_FILE"
+  done
+  die "$1"
+}
+
+# wait_ready NODE...: wait until each node logged "Kafka Server started"
+# since its launch (the broker logs it once unfenced) and takes connections;
+# fail fast if one exits.
+wait_ready() {
+  local pending=("$@") still i pid
+  while :; do
+    still=()
+    for i in "${pending[@]}"; do
+      node_paths "$i"
+      pid=$(read_pid)
+      if [ -z "$pid" ]; then
+        [ "$(now)" -lt "$DEADLINE" ] || abort_launch "node $NODE: broker process did not start"
+        still+=("$i")
+        continue
+      fi
+      if ! kill -0 "$pid" 2>/dev/null; then
+        show_log_tail
+        rm -f "$PID_FILE"
+        abort_launch "Kafka $KAFKA_VERSION (node $NODE) exited during startup (logs: $LOG_FILE, $OUT_FILE)"
+      fi
+      if [ -f "$LOG_FILE" ] && tail -c +"$((LOGSTART[$NODE] + 1))" "$LOG_FILE" | grep -q 'Kafka Server started' \
+          && port_open "$NODE_PORT"; then
+        continue
+      fi
+      still+=("$i")
+    done
+    [ ${#still[@]} -gt 0 ] || return 0
+    if [ "$(now)" -ge "$DEADLINE" ]; then
+      for i in "${still[@]}"; do node_paths "$i"; show_log_tail; done
+      abort_launch "Kafka $KAFKA_VERSION node(s) ${still[*]} not ready within ${START_TIMEOUT}s (logs under $STATE_DIR)"
+    fi
+    pending=("${still[@]}")
+    sleep 0.2
+  done
+}
+
+# wait_metadata: every node lists all NODES brokers (each broker's metadata
+# cache has caught up with every registration), so the first client request
+# to any of them sees the whole cluster.
+wait_metadata() {
+  local i n
+  for ((i = 1; i <= NODES; i++)); do
+    node_paths "$i"
+    while :; do
+      n=$(metadata_brokers "$NODE_PORT")
+      [ "$n" = "$NODES" ] && break
+      if [ "$(now)" -ge "$DEADLINE" ]; then
+        show_log_tail
+        abort_launch "node $NODE lists ${n:-no} brokers instead of $NODES within ${START_TIMEOUT}s"
+      fi
+      sleep 0.2
+    done
+  done
+}
+
+# terminate SIGNAL TIMEOUT PID...: send SIGNAL to every PID, wait for all,
+# SIGKILL the ones left after TIMEOUT. Every node at once: a cluster whose
+# nodes stop one by one loses its quorum and the last ones hang in
+# controlled shutdown.
 terminate() {
-  local pid=$1 sig=$2 timeout=$3 deadline
-  kill "-$sig" "$pid" 2>/dev/null || return 0
+  local sig=$1 timeout=$2 deadline pid alive
+  shift 2
+  for pid in "$@"; do kill "-$sig" "$pid" 2>/dev/null || true; done
   deadline=$(( $(now) + timeout ))
-  while kill -0 "$pid" 2>/dev/null; do
+  while :; do
+    alive=()
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+    [ ${#alive[@]} -gt 0 ] || return 0
     if [ "$(now)" -ge "$deadline" ]; then
-      log "broker (pid $pid) still alive after ${timeout}s; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
+      log "broker pid(s) ${alive[*]} still alive after ${timeout}s; sending SIGKILL"
+      kill -KILL "${alive[@]}" 2>/dev/null || true
       deadline=$(( $(now) + 10 ))
-      while kill -0 "$pid" 2>/dev/null && [ "$(now)" -lt "$deadline" ]; do sleep 0.1; done
-      break
+      for pid in "${alive[@]}"; do
+        while kill -0 "$pid" 2>/dev/null && [ "$(now)" -lt "$deadline" ]; do sleep 0.1; done
+      done
+      return 0
     fi
     sleep 0.1
   done
@@ -370,99 +620,207 @@ lock_state() {
   fi
 }
 
+# load_state: commands other than start act on what the last start made:
+# its ports (and its node count, already in NODES).
+load_state() {
+  if [ -n "${KAFKA_NODES:-}" ] && [ -n "$REMEMBERED_NODES" ] && [ "$KAFKA_NODES" != "$REMEMBERED_NODES" ]; then
+    die "$STATE_DIR holds a $REMEMBERED_NODES-node Kafka but KAFKA_NODES=$KAFKA_NODES (unset it, or stop first)"
+  fi
+  if [ -f "$PORT_FILE" ]; then KAFKA_PORT=$(cat "$PORT_FILE"); fi
+  node_paths 1
+}
+
 # ---------------------------------------------------------------- commands -
 
 cmd_start() {
   lock_state
-  if is_running; then
-    log "Kafka already running (pid $(read_pid)); reusing it"
-    echo "127.0.0.1:$(cat "$PORT_FILE" 2>/dev/null || echo "$KAFKA_PORT")"
-    return 0
+  # (a state dir from before node counts were recorded holds a single node)
+  if [ "${REMEMBERED_NODES:-1}" = "$NODES" ]; then
+    local up
+    up=$(running_nodes)
+    if [ "$up" = "$NODES" ]; then
+      [ -f "$PORT_FILE" ] && KAFKA_PORT=$(cat "$PORT_FILE")
+      node_paths 1
+      if [ "$NODES" = 1 ]; then
+        log "Kafka already running (pid $(read_pid)); reusing it"
+      else
+        log "Kafka $NODES-node cluster already running; reusing it"
+      fi
+      bootstrap
+      return 0
+    fi
+    [ "$up" = 0 ] || die "only $up of $NODES nodes run (see status); restart the others (restart N) or stop first"
   fi
-  port_open "$KAFKA_PORT" && die "port $KAFKA_PORT on 127.0.0.1 is already in use (set KAFKA_PORT)"
+  if any_running_in_state; then
+    die "a ${REMEMBERED_NODES:-1}-node Kafka runs in $STATE_DIR; stop it first (KAFKA_NODES=$NODES asked)"
+  fi
+  local i
+  for ((i = 1; i <= NODES; i++)); do
+    node_paths "$i"
+    port_open "$NODE_PORT" && die "port $NODE_PORT on 127.0.0.1 is already in use (set KAFKA_PORT)"
+  done
   ensure_tools
   ensure_libs
   # a killed broker may have left state behind: start from scratch
   remove_data_dir
-  rm -f "$PID_FILE" "$LOG_FILE" "$OUT_FILE"
-  local data
+  rm -rf "$STATE_DIR"/node[0-9]*
+  rm -f "$STATE_DIR/broker.pid" "$STATE_DIR/broker.log" "$STATE_DIR/broker.out"
+  local data cid start
   data=$(mktemp -d "${TMPDIR:-/tmp}/onceflow-kafka.XXXXXX")
   echo "$data" >"$DATA_FILE"
-  write_configs "$data"
-  format_storage "$data"
-  launch
+  echo "$NODES" >"$NODES_FILE"
+  echo "$KAFKA_VERSION" >"$VERSION_FILE"
+  echo "$KAFKA_PORT" >"$PORT_FILE"
+  for ((i = 1; i <= NODES; i++)); do
+    node_paths "$i"
+    write_configs "$data"
+  done
+  cid=$(new_cluster_id)
+  if [ "$NODES" = 1 ]; then
+    node_paths 1
+    format_storage "$cid"
+  else
+    format_all "$cid"
+  fi
+  start=$(now)
+  DEADLINE=$((start + START_TIMEOUT))
+  # every node at once: none becomes ready before a quorum of controllers runs
+  for ((i = 1; i <= NODES; i++)); do
+    node_paths "$i"
+    spawn_node
+  done
+  if [ "$NODES" = 1 ]; then
+    wait_ready 1
+    log "Kafka $KAFKA_VERSION ready in $(( $(now) - start ))s (pid $(read_pid), data $data, log $LOG_FILE)"
+  else
+    wait_ready "${LAUNCHED[@]}"
+    log "all $NODES nodes started in $(( $(now) - start ))s; waiting until each lists $NODES brokers"
+    wait_metadata
+    log "Kafka $KAFKA_VERSION $NODES-node cluster ready in $(( $(now) - start ))s (data $data, logs $STATE_DIR/node*/broker.log)"
+  fi
+  bootstrap
 }
 
 cmd_restart() {
+  local n
   lock_state
+  load_state
+  n=$(node_arg restart "${1:-}")
+  node_paths "$n"
   [ -f "$DATA_FILE" ] && [ -d "$(cat "$DATA_FILE")" ] \
     || die "no existing data dir to restart on (run 'start' first)"
   [ -f "$PROPS_FILE" ] || die "no $PROPS_FILE (run 'start' first)"
   if is_running; then
-    log "broker running; stopping it gracefully (data kept)"
-    terminate "$(read_pid)" TERM "$STOP_TIMEOUT"
+    log "node $NODE running; stopping it gracefully (data kept)"
+    terminate TERM "$STOP_TIMEOUT" "$(read_pid)"
   fi
   rm -f "$PID_FILE"
-  # run the same version / port as the data dir was made with
+  # run the same version / ports as the data dir was made with
   if [ -f "$VERSION_FILE" ]; then KAFKA_VERSION=$(cat "$VERSION_FILE"); fi
-  if [ -f "$PORT_FILE" ]; then KAFKA_PORT=$(cat "$PORT_FILE"); fi
-  KAFKA_CONTROLLER_PORT=$(sed -n 's/^controller.quorum.voters=1@127.0.0.1:\([0-9]*\).*/\1/p' "$PROPS_FILE")
+  if [ "$NODES" = 1 ]; then
+    KAFKA_CONTROLLER_PORT=$(sed -n 's/^controller.quorum.voters=1@127.0.0.1:\([0-9]*\).*/\1/p' "$PROPS_FILE")
+    node_paths 1
+  fi
   ensure_tools
   ensure_libs
-  log "restarting on existing data dir $(cat "$DATA_FILE")"
-  launch
+  log "restarting node $NODE on existing data dir $(cat "$DATA_FILE")"
+  local start
+  start=$(now)
+  DEADLINE=$((start + START_TIMEOUT))
+  spawn_node
+  wait_ready "$NODE"
+  log "Kafka $KAFKA_VERSION node $NODE ready in $(( $(now) - start ))s (pid $(read_pid), data $(cat "$DATA_FILE"), log $LOG_FILE)"
+  bootstrap
 }
 
 cmd_stop() {
+  local i pids=()
   lock_state
-  if is_running; then
-    local pid
-    pid=$(read_pid)
-    log "stopping Kafka (pid $pid, SIGTERM, up to ${STOP_TIMEOUT}s)"
-    terminate "$pid" TERM "$STOP_TIMEOUT"
+  load_state
+  for ((i = 1; i <= NODES; i++)); do
+    node_paths "$i"
+    if is_running; then pids+=("$(read_pid)"); fi
+  done
+  if [ ${#pids[@]} -gt 0 ]; then
+    log "stopping Kafka ($( [ "$NODES" = 1 ] && echo pid || echo "${#pids[@]} of $NODES nodes, pids") ${pids[*]}, SIGTERM, up to ${STOP_TIMEOUT}s)"
+    terminate TERM "$STOP_TIMEOUT" "${pids[@]}"
   else
     log "Kafka not running"
   fi
-  rm -f "$PID_FILE"
+  for ((i = 1; i <= NODES; i++)); do
+    node_paths "$i"
+    rm -f "$PID_FILE"
+  done
   remove_data_dir
+  rm -f "$NODES_FILE"
 }
 
 cmd_kill() {
+  local n pid deadline
   lock_state
+  load_state
+  n=$(node_arg kill "${1:-}")
+  node_paths "$n"
   if is_running; then
-    local pid
     pid=$(read_pid)
-    log "killing Kafka (pid $pid, SIGKILL); data dir kept"
+    log "killing Kafka node $NODE (pid $pid, SIGKILL); data dir kept"
     kill -KILL "$pid" 2>/dev/null || true
-    local deadline=$(( $(now) + 10 ))
+    deadline=$(( $(now) + 10 ))
     while kill -0 "$pid" 2>/dev/null && [ "$(now)" -lt "$deadline" ]; do sleep 0.05; done
   else
-    log "Kafka not running"
+    log "Kafka node $NODE not running"
   fi
   rm -f "$PID_FILE"
 }
 
 cmd_status() {
-  local v=$KAFKA_VERSION
-  if is_running; then
-    [ -f "$VERSION_FILE" ] && v=$(cat "$VERSION_FILE")
-    echo "running pid=$(read_pid) version=$v bootstrap=127.0.0.1:$(cat "$PORT_FILE" 2>/dev/null || echo "$KAFKA_PORT") data=$(cat "$DATA_FILE" 2>/dev/null || echo '?')"
+  local v=$KAFKA_VERSION i up=0
+  load_state
+  [ -f "$VERSION_FILE" ] && v=$(cat "$VERSION_FILE")
+  if [ "$NODES" = 1 ]; then
+    if is_running; then
+      echo "running pid=$(read_pid) version=$v bootstrap=$(bootstrap) data=$(cat "$DATA_FILE" 2>/dev/null || echo '?')"
+      return 0
+    fi
+    echo "stopped version=$v"
+    return 1
+  fi
+  for ((i = 1; i <= NODES; i++)); do
+    node_paths "$i"
+    if is_running; then
+      up=$((up + 1))
+      echo "node $i running pid=$(read_pid) client=127.0.0.1:$NODE_PORT controller=127.0.0.1:$NODE_CPORT"
+    else
+      echo "node $i stopped client=127.0.0.1:$NODE_PORT"
+    fi
+  done
+  if [ "$up" = "$NODES" ]; then
+    echo "running nodes=$NODES version=$v bootstrap=$(bootstrap) data=$(cat "$DATA_FILE" 2>/dev/null || echo '?')"
     return 0
   fi
-  echo "stopped version=$v"
+  if [ "$up" = 0 ]; then echo "stopped nodes=$NODES version=$v"; else echo "degraded $up/$NODES nodes running version=$v bootstrap=$(bootstrap)"; fi
   return 1
 }
 
 cmd_version() {
-  if is_running && [ -f "$VERSION_FILE" ]; then cat "$VERSION_FILE"; else echo "$KAFKA_VERSION"; fi
+  load_state
+  if [ "$(running_nodes)" != 0 ] && [ -f "$VERSION_FILE" ]; then cat "$VERSION_FILE"; else echo "$KAFKA_VERSION"; fi
 }
 
-case ${1:-} in
+usage() { echo "usage: $0 start|stop|kill [N]|restart [N]|status|version" >&2; exit 2; }
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case $cmd in
+  start|stop|status|version) [ $# -eq 0 ] || usage ;;
+  kill|restart) [ $# -le 1 ] || usage ;;
+esac
+case $cmd in
   start) cmd_start ;;
   stop) cmd_stop ;;
-  kill) cmd_kill ;;
-  restart) cmd_restart ;;
+  kill) cmd_kill "$@" ;;
+  restart) cmd_restart "$@" ;;
   status) cmd_status ;;
   version) cmd_version ;;
-  *) echo "usage: $0 start|stop|kill|restart|status|version" >&2; exit 2 ;;
+  *) usage ;;
 esac

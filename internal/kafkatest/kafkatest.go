@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/onceflow/onceflow/internal/readback"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
 
@@ -41,6 +44,8 @@ type Cluster struct {
 	Admin   *kadm.Client
 	// Fake is the embedded cluster, for fault injection; nil in ModeReal.
 	Fake *kfake.Cluster
+
+	cl *kgo.Client // Admin's client
 }
 
 // Option configures New.
@@ -94,6 +99,7 @@ func New(t testing.TB, opts ...Option) *Cluster {
 		t.Fatalf("kafkatest: admin client: %v", err)
 	}
 	t.Cleanup(cl.Close)
+	c.cl = cl
 	c.Admin = kadm.NewClient(cl)
 	return c
 }
@@ -125,15 +131,21 @@ func Name(t testing.TB, suffix string) string {
 }
 
 // CreateTopic creates a uniquely named topic with the given partitions,
-// deleted when the test ends.
+// deleted when the test ends. Its replication factor is the cluster's
+// default.replication.factor: a fixed 1 would be below a production-shaped
+// cluster's min.insync.replicas (integration/kafka/broker.sh with
+// KAFKA_NODES=3: RF 3, min ISR 2), where every acks=all write to it fails.
 func (c *Cluster) CreateTopic(t testing.TB, suffix string, partitions int32, configs map[string]*string) string {
 	t.Helper()
 	name := Name(t, suffix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := c.Admin.CreateTopic(ctx, partitions, 1, configs, name)
+	resp, err := c.Admin.CreateTopic(ctx, partitions, -1, configs, name)
 	if err == nil {
 		err = resp.Err
+	}
+	if err == nil {
+		err = c.waitTopic(ctx, name, partitions)
 	}
 	if err != nil {
 		t.Fatalf("kafkatest: creating topic %s: %v", name, err)
@@ -146,6 +158,72 @@ func (c *Cluster) CreateTopic(t testing.TB, suffix string, partitions int32, con
 	return name
 }
 
+// WaitTopic waits until every broker knows a topic the test created itself
+// (see waitTopic); CreateTopic already does.
+func (c *Cluster) WaitTopic(t testing.TB, name string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.waitTopic(ctx, name, partitions); err != nil {
+		t.Fatalf("kafkatest: topic %s: %v", name, err)
+	}
+}
+
+// waitTopic waits until every broker's metadata holds the topic with all
+// its partitions led. CreateTopics returns once the controller has committed
+// the topic; the brokers of a cluster apply it from the metadata log a moment
+// later and until then leave it out of listings or answer for it with
+// UNKNOWN_TOPIC_OR_PARTITION. A test's topics exist before the test starts,
+// as an application's inputs exist before it does. (A single node, or
+// kfake, has it at once.)
+func (c *Cluster) waitTopic(ctx context.Context, name string, partitions int32) error {
+	for {
+		err := c.topicEverywhere(ctx, name, partitions)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for it in every broker's metadata: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// topicEverywhere asks every broker, not the cluster, for the topic's
+// metadata.
+func (c *Cluster) topicEverywhere(ctx context.Context, name string, partitions int32) error {
+	brokers, err := c.Admin.ListBrokers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range brokers {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, c.cl.Broker(int(b.NodeID)))
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", b.NodeID, err)
+		}
+		if len(resp.Topics) != 1 {
+			return fmt.Errorf("broker %d: %d topics in the response", b.NodeID, len(resp.Topics))
+		}
+		if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+			return fmt.Errorf("broker %d: %w", b.NodeID, err)
+		}
+		if got := len(resp.Topics[0].Partitions); got != int(partitions) {
+			return fmt.Errorf("broker %d: %d of %d partitions", b.NodeID, got, partitions)
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.Leader < 0 {
+				return fmt.Errorf("broker %d: partition %d has no leader", b.NodeID, p.Partition)
+			}
+		}
+	}
+	return nil
+}
+
 // Client returns a client of the cluster, closed when the test ends.
 func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
@@ -155,6 +233,70 @@ func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// AwaitStable waits until no transaction is open or completing on the
+// topics: every partition's last stable offset has reached its end offset.
+// A commit returns to the producer once the coordinator has logged it; its
+// markers reach the partitions a moment later (on a cluster, once every
+// in-sync replica has them), so a ReadCommitted right after a commit can stop
+// short of it. Call it before a read that expects a just-committed
+// transaction, when nothing is left open (it fails after 30 s otherwise).
+func (c *Cluster) AwaitStable(t testing.TB, topics ...string) {
+	t.Helper()
+	if err := c.awaitStable(30*time.Second, topics...); err != nil {
+		t.Fatalf("kafkatest: transactions still open on %v: %v", topics, err)
+	}
+}
+
+// Settle is AwaitStable for reads after a run where a transaction may be
+// left open on purpose (a crashed, never-fenced instance's): it waits at
+// most within and then lets the read go ahead at the last stable offset.
+func (c *Cluster) Settle(t testing.TB, within time.Duration, topics ...string) {
+	t.Helper()
+	if err := c.awaitStable(within, topics...); err != nil {
+		t.Logf("kafkatest: reading with transactions still open after %v: %v", within, err)
+	}
+}
+
+func (c *Cluster) awaitStable(within time.Duration, topics ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	for {
+		err := c.stable(ctx, topics...)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// stable is nil when every partition's last stable offset is its end offset.
+func (c *Cluster) stable(ctx context.Context, topics ...string) error {
+	lso, err := c.Admin.ListCommittedOffsets(ctx, topics...)
+	if err == nil {
+		err = lso.Error()
+	}
+	if err != nil {
+		return err
+	}
+	end, err := c.Admin.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = end.Error()
+	}
+	if err != nil {
+		return err
+	}
+	end.Each(func(o kadm.ListedOffset) {
+		if l, ok := lso.Lookup(o.Topic, o.Partition); err == nil && (!ok || l.Offset < o.Offset) {
+			err = fmt.Errorf("%s/%d: last stable offset %d, end %d", o.Topic, o.Partition, l.Offset, o.Offset)
+		}
+	})
+	return err
 }
 
 // ReadCommitted returns every committed record of the topics, read as a

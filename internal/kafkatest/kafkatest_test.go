@@ -53,6 +53,7 @@ func TestTransactionsVisibility(t *testing.T) {
 		require.NoError(t, produceTxn(ctx, t, cl, topic, []string{"a1", "a2"}, kgo.TryAbort))
 		require.NoError(t, produceTxn(ctx, t, cl, topic, []string{"c3"}, kgo.TryCommit))
 
+		c.AwaitStable(t, topic) // c3's commit marker may still be on its way
 		require.Equal(t, []string{"c1", "c2", "c3"}, values(c.ReadCommitted(t, topic)))
 	})
 }
@@ -82,6 +83,7 @@ func TestZombieFenced(t *testing.T) {
 		require.Error(t, err, "zombie must not be able to commit")
 		require.True(t, isFencing(err), "want a fencing error, got %v", err)
 
+		c.AwaitStable(t, topic) // new-1's commit marker may still be on its way
 		require.Equal(t, []string{"new-1"}, values(c.ReadCommitted(t, topic)))
 	})
 }
