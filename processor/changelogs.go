@@ -87,8 +87,11 @@ func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, er
 	var want []string
 	for _, in := range cfg.inputs {
 		it, ok := td[in]
-		if !ok || it.Err != nil {
-			return nil, fmt.Errorf("processor: input topic %s: %v", in, it.Err)
+		if !ok {
+			return nil, fmt.Errorf("processor: input topic %s does not exist", in)
+		}
+		if it.Err != nil {
+			return nil, fmt.Errorf("processor: input topic %s: %w", in, it.Err)
 		}
 		for _, sp := range specs {
 			name := changelogName(cfg.group, in, sp.suffix)

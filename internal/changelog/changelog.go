@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -59,11 +60,11 @@ func Restore(ctx context.Context, brokers []string, opts []kgo.Opt, topic string
 		return st, fmt.Errorf("changelog: describing %s: %w", topic, err)
 	}
 	id := td[topic].ID
-	starts, err := listed(ac.ListStartOffsets(ctx, topic))
+	starts, err := listedRetrying(ctx, func() (kadm.ListedOffsets, error) { return ac.ListStartOffsets(ctx, topic) })
 	if err != nil {
 		return st, fmt.Errorf("changelog: start offsets of %s: %w", topic, err)
 	}
-	ends, err := listed(ac.ListEndOffsets(ctx, topic))
+	ends, err := listedRetrying(ctx, func() (kadm.ListedOffsets, error) { return ac.ListEndOffsets(ctx, topic) })
 	if err != nil {
 		return st, fmt.Errorf("changelog: end offsets of %s: %w", topic, err)
 	}
@@ -161,4 +162,26 @@ func listed(lo kadm.ListedOffsets, err error) (kadm.ListedOffsets, error) {
 		err = lo.Error()
 	}
 	return lo, err
+}
+
+// listRetryFor bounds how long listedRetrying asks again.
+const listRetryFor = 30 * time.Second
+
+// listedRetrying asks again while the answer carries a retriable error: on
+// a cluster, a topic just created is in the metadata before every partition
+// leader hosts it, and the leader answers UNKNOWN_TOPIC_OR_PARTITION
+// meanwhile (a restore right after the processor created its changelog).
+func listedRetrying(ctx context.Context, ask func() (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
+	deadline := time.Now().Add(listRetryFor)
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		lo, err := listed(ask())
+		if err == nil || !kerr.IsRetriable(err) || time.Now().Add(backoff).After(deadline) {
+			return lo, err
+		}
+		select {
+		case <-ctx.Done():
+			return lo, err
+		case <-time.After(backoff):
+		}
+	}
 }

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/internal/changelog"
@@ -88,4 +91,27 @@ func TestRestoreWaitsForOpenTransactions(t *testing.T) {
 		require.NoError(t, <-done)
 		require.Equal(t, map[string]string{"k": "committed"}, tgt.kv)
 	})
+}
+
+// TestRestoreRetriesUnhostedPartition: on a cluster, a changelog created
+// just before is in the metadata before its partition leader hosts it, and
+// the leader answers ListOffsets with UNKNOWN_TOPIC_OR_PARTITION for a
+// while. Restore must ask again, not fail the processor (a worker exited 1
+// on the 3-node cluster this way).
+func TestRestoreRetriesUnhostedPartition(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("injects ListOffsets errors into the embedded cluster")
+	}
+	c := kafkatest.New(t)
+	topic := c.CreateTopic(t, "changelog", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := c.Client(t, kgo.DefaultProduceTopic(topic))
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte("v")}).FirstErr())
+
+	c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: topic, Err: kerr.UnknownTopicOrPartition, Count: 4})
+	var tgt memTarget
+	_, err := changelog.Restore(ctx, c.Brokers, nil, topic, 0, &tgt, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"k": "v"}, tgt.kv)
 }
