@@ -41,7 +41,8 @@
 # Usage: integration/kafka/finding3.sh [RUN_LABEL]
 #   The last stdout line is the summary (also appended to
 #   $F3_RESULTS/summary.tsv):
-#   version tools run aborts=0|1 killcopiers=0|1 tv=LEVEL inputs outputs unique dups missing stuck_partitions
+#   version tools run aborts=0|1 killcopiers=0|1 groupmode=0|1 copier=tool|spread tv=LEVEL
+#   inputs outputs unique dups missing stuck_partitions
 #   kills copier_restarts verdict
 #   Exit status: 0 exactly once, 1 duplicates/missing/stuck LSO, 2 harness error.
 #
@@ -76,6 +77,22 @@
 #                        fence and abort the transaction it recovered, the
 #                        path franz-go takes when it reloads its producer ID
 #                        after an unconfirmed transaction) [0]
+#   F3_GROUP_MODE        1: copiers run with --group-mode (subscribe to the
+#                        input topic in one group instead of one assigned
+#                        partition each), so a transaction spans several
+#                        output partitions, as in franz-go's
+#                        GroupTransactSession loop [0]
+#   F3_COPIER            tool: org.apache.kafka.tools.TransactionalMessageCopier
+#                        (writes input partition p to output partition p, so
+#                        each transaction has one output partition);
+#                        spread: F3SpreadCopier.java beside this script, the
+#                        same loop with the Java client but records keyed to
+#                        every output partition, so each transaction spans
+#                        all of them (like onceflow / franz-go); copier c
+#                        gets the input partitions p with p % F3_COPIERS == c
+#                        [tool]
+#   F3_COPIERS           copiers in group mode or spread mode [2]
+#                        (otherwise one per partition)
 #   F3_DUMP_OUTPUT       dump output batch headers: always|problems [always]
 set -euo pipefail
 
@@ -90,6 +107,9 @@ RESULTS_ROOT=${F3_RESULTS:-$STATE/results}
 export KAFKA_CACHE_DIR=${KAFKA_CACHE_DIR:-/work/kafka-cache}
 RECORDS=${F3_RECORDS:-200000}
 PARTS=${F3_PARTITIONS:-4}
+GROUP_MODE=${F3_GROUP_MODE:-0}
+COPIER=${F3_COPIER:-tool}
+if [ "$GROUP_MODE" = 1 ] || [ "$COPIER" = spread ]; then COPIERS=${F3_COPIERS:-2}; else COPIERS=$PARTS; fi
 TXN_SIZE=${F3_TXN_SIZE:-750}
 TXN_TIMEOUT_MS=${F3_TXN_TIMEOUT_MS:-30000}
 KILLS=${F3_KILLS:-3}
@@ -173,13 +193,13 @@ cleanup() {
   set +e
   touch "$RUN/stop"
   local p pid
-  for p in $(seq 0 $((PARTS - 1))); do
+  for p in $(seq 0 $((COPIERS - 1))); do
     pid=$(cat "$RUN/copier-$p.pid" 2>/dev/null)
     [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null
   done
   for pid in "${SUPERVISORS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   sleep 1
-  for p in $(seq 0 $((PARTS - 1))); do
+  for p in $(seq 0 $((COPIERS - 1))); do
     pid=$(cat "$RUN/copier-$p.pid" 2>/dev/null)
     [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
   done
@@ -227,10 +247,12 @@ logger.prod.name = org.apache.kafka.clients.producer.KafkaProducer
 logger.prod.level = INFO
 L4J
 
-jrun() { # jrun MAIN ARGS... : a client tool with our classpath and logging
-  java -Xms64m -Xmx384m -XX:+UseSerialGC "-Dlog4j2.configurationFile=$RUN/client-log4j2.properties" \
-    -cp "$CP" "$@"
-}
+# a client tool's JVM with our classpath and logging; an array, not a
+# function, so that "${JCLIENT[@]}" MAIN ... & makes $! the JVM's own pid
+# (a function in the background would be a subshell, and SIGKILLing that
+# would leave the JVM running on)
+JCLIENT=(java -Xms64m -Xmx384m -XX:+UseSerialGC "-Dlog4j2.configurationFile=$RUN/client-log4j2.properties" -cp "$CP")
+jrun() { "${JCLIENT[@]}" "$@"; }
 
 # LSO probe: per partition, the high watermark (read_uncommitted end offset)
 # and the last stable offset (read_committed end offset), from the Java
@@ -317,8 +339,22 @@ log "seeded $RECORDS records in $(( $(now) - t0 ))s; input partition hw lso: $(t
 
 # ------------------------------------------------------------ copiers ------
 
+if [ "$COPIER" = spread ]; then
+  mkdir -p "$STATE/spread-$TOOLS_VERSION"
+  javac -nowarn -cp "$TLIBS/*" -d "$STATE/spread-$TOOLS_VERSION" "$SCRIPT_DIR/F3SpreadCopier.java" \
+    >>"$RUN/javac.log" 2>&1 || die "javac F3SpreadCopier failed"
+  JSPREAD=(java -Xms64m -Xmx384m -XX:+UseSerialGC "-Dlog4j2.configurationFile=$RUN/client-log4j2.properties"
+    -cp "$STATE/spread-$TOOLS_VERSION:$CP")
+fi
+spread_parts() { # spread_parts C: input partitions p with p % COPIERS == C, comma-separated
+  local p out=
+  for p in $(seq 0 $((PARTS - 1))); do [ $((p % COPIERS)) = "$1" ] && out=$out${out:+,}$p; done
+  echo "$out"
+}
 ABORT_FLAG=
 [ "$RANDOM_ABORTS" = 1 ] && ABORT_FLAG=--enable-random-aborts
+GROUP_FLAG=
+[ "$GROUP_MODE" = 1 ] && GROUP_FLAG=--group-mode
 # supervise P: run the copier for input partition P until it exits 0
 # (everything up to the end offset seen at its start copied) or we stop.
 supervise() {
@@ -327,11 +363,16 @@ supervise() {
   while [ ! -f "$RUN/stop" ]; do
     n=$((n + 1))
     echo "$(ts) start #$n" >>"$RUN/copier-$p.events"
-    jrun org.apache.kafka.tools.TransactionalMessageCopier \
-      --broker-list "$BOOT" --transactional-id "copier-$p" --consumer-group "$GROUP" \
-      --input-topic "$IN" --input-partition "$p" --output-topic "$OUT" \
-      --max-messages -1 --transaction-size "$TXN_SIZE" --transaction-timeout "$TXN_TIMEOUT_MS" \
-      --use-group-metadata $ABORT_FLAG >>"$RUN/copier-$p.out" 2>>"$RUN/copier-$p.err" &
+    if [ "$COPIER" = spread ]; then
+      "${JSPREAD[@]}" F3SpreadCopier "$BOOT" "copier-$p" "$GROUP" "$IN" "$(spread_parts "$p")" "$OUT" \
+        "$TXN_SIZE" "$TXN_TIMEOUT_MS" >>"$RUN/copier-$p.out" 2>>"$RUN/copier-$p.err" &
+    else
+      "${JCLIENT[@]}" org.apache.kafka.tools.TransactionalMessageCopier \
+        --broker-list "$BOOT" --transactional-id "copier-$p" --consumer-group "$GROUP" \
+        --input-topic "$IN" --input-partition "$p" --output-topic "$OUT" \
+        --max-messages -1 --transaction-size "$TXN_SIZE" --transaction-timeout "$TXN_TIMEOUT_MS" \
+        --use-group-metadata $ABORT_FLAG $GROUP_FLAG >>"$RUN/copier-$p.out" 2>>"$RUN/copier-$p.err" &
+    fi
     pid=$!
     echo "$pid" >"$RUN/copier-$p.pid"
     wait "$pid"
@@ -345,27 +386,34 @@ supervise() {
   done
 }
 
-for p in $(seq 0 $((PARTS - 1))); do
+for p in $(seq 0 $((COPIERS - 1))); do
   supervise "$p" &
   SUPERVISORS+=($!)
 done
-log "started $PARTS TransactionalMessageCopier (txn size $TXN_SIZE, txn timeout ${TXN_TIMEOUT_MS}ms, --use-group-metadata $ABORT_FLAG)"
+log "started $COPIERS copiers ($COPIER; txn size $TXN_SIZE, txn timeout ${TXN_TIMEOUT_MS}ms, --use-group-metadata $ABORT_FLAG $GROUP_FLAG)"
 
 # copied: input records committed so far, from each copier's last status
 # line ("remaining" counts from its committed position to the input end
 # offset, so this holds across copier restarts). No JVM: cheap to poll.
+# In group mode "remaining" covers the copier's current assignment; a copier
+# that has not reported yet counts as having everything left.
 copied() {
-  local p n rem sum=0
-  for p in $(seq 0 $((PARTS - 1))); do
-    n=$(awk -v p="$p" '$1 == p {print $2}' "$RUN/input-offsets.txt")
+  local p n rem left=0
+  for p in $(seq 0 $((COPIERS - 1))); do
+    if [ "$GROUP_MODE" = 1 ]; then n=$RECORDS
+    elif [ "$COPIER" = spread ]; then n=$(awk -v c="$p" -v k="$COPIERS" '$1 % k == c {s += $2} END {print s + 0}' "$RUN/input-offsets.txt")
+    else n=$(awk -v p="$p" '$1 == p {print $2}' "$RUN/input-offsets.txt"); fi
     rem=$(tail -n 5 "$RUN/copier-$p.out" 2>/dev/null | grep -o '"remaining":[0-9]*' | tail -n 1 | cut -d: -f2 || true)
-    sum=$((sum + n - ${rem:-$n}))
+    # before its first assignment a group-mode copier reports Long.MAX_VALUE
+    if [ -z "$rem" ] || [ "${#rem}" -gt 12 ] || [ "$rem" -gt "$RECORDS" ]; then rem=$n; fi
+    left=$((left + rem))
   done
-  echo "$sum"
+  [ "$left" -gt "$RECORDS" ] && left=$RECORDS
+  echo $((RECORDS - left))
 }
 all_done() {
   local p
-  for p in $(seq 0 $((PARTS - 1))); do [ -f "$RUN/copier-$p.done" ] || return 1; done
+  for p in $(seq 0 $((COPIERS - 1))); do [ -f "$RUN/copier-$p.done" ] || return 1; done
 }
 
 copy_deadline=$(( $(now) + COPY_TIMEOUT ))
@@ -387,7 +435,7 @@ for k in $(seq 1 "$KILLS"); do
   "$BROKER_SH" kill >>"$RUN/broker-sh.log" 2>&1
   kills=$((kills + 1))
   if [ "$KILL_COPIERS" = 1 ]; then
-    for p in $(seq 0 $((PARTS - 1))); do
+    for p in $(seq 0 $((COPIERS - 1))); do
       [ -f "$RUN/copier-$p.done" ] && continue
       pid=$(cat "$RUN/copier-$p.pid" 2>/dev/null || true)
       [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && echo "$(ts) SIGKILL by harness (kill $k)" >>"$RUN/copier-$p.events"
@@ -404,16 +452,16 @@ while ! all_done && [ "$(now)" -lt "$copy_deadline" ]; do sleep 2; done
 copy_ok=yes
 if ! all_done; then
   copy_ok=no
-  log "copy phase timed out after ${COPY_TIMEOUT}s; copiers not done: $(for p in $(seq 0 $((PARTS - 1))); do [ -f "$RUN/copier-$p.done" ] || printf '%s ' "$p"; done)"
+  log "copy phase timed out after ${COPY_TIMEOUT}s; copiers not done: $(for p in $(seq 0 $((COPIERS - 1))); do [ -f "$RUN/copier-$p.done" ] || printf '%s ' "$p"; done)"
 fi
 touch "$RUN/stop"
 for pid in "${SUPERVISORS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-for p in $(seq 0 $((PARTS - 1))); do
+for p in $(seq 0 $((COPIERS - 1))); do
   pid=$(cat "$RUN/copier-$p.pid" 2>/dev/null || true)
   [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
 done
 restarts=$(cat "$RUN"/copier-*.events | grep -c ' start #' || true)
-restarts=$((restarts - PARTS))
+restarts=$((restarts - COPIERS))
 log "copy phase over (all done: $copy_ok, broker kills: $kills, copier restarts: $restarts)"
 
 # ---------------------------------------------------------- LSO wait -------
@@ -435,7 +483,7 @@ log "output partition hw lso: $(tr '\n' ';' <"$RUN/offsets.txt")"
 tx() { timeout 60 java -Xmx128m -cp "$CP" org.apache.kafka.tools.TransactionsCommand --bootstrap-server "$BOOT" "$@" 2>&1 | grep -v '^SLF4J' || true; }
 {
   echo "## list"; tx list
-  for p in $(seq 0 $((PARTS - 1))); do echo "## describe copier-$p"; tx describe --transactional-id "copier-$p"; done
+  for p in $(seq 0 $((COPIERS - 1))); do echo "## describe copier-$p"; tx describe --transactional-id "copier-$p"; done
   for p in $(seq 0 $((PARTS - 1))); do echo "## describe-producers $OUT/$p"; tx describe-producers --topic "$OUT" --partition "$p"; done
   echo "## find-hanging (open > 1 min)"; tx find-hanging --broker-id 1 --max-transaction-timeout 1
 } >"$RUN/transactions.txt"
@@ -530,9 +578,9 @@ grep -E 'Kafka Server started|unclean|Unclean|Loaded transaction metadata|Finish
 
 verdict=EXACTLY-ONCE
 [ "$problem" = yes ] && verdict=PROBLEM
-summary="$KAFKA_VERSION $TOOLS_VERSION $LABEL aborts=$RANDOM_ABORTS killcopiers=$KILL_COPIERS tv=${TXN_VERSION:-default} $inputs $outputs $unique $dups $missing ${stuck:-none} $kills $restarts $verdict"
+summary="$KAFKA_VERSION $TOOLS_VERSION $LABEL aborts=$RANDOM_ABORTS killcopiers=$KILL_COPIERS groupmode=$GROUP_MODE copier=$COPIER tv=${TXN_VERSION:-default} $inputs $outputs $unique $dups $missing ${stuck:-none} $kills $restarts $verdict"
 summary=$(echo "$summary" | tr -s ' ')
-[ -f "$RESULTS_ROOT/summary.tsv" ] || echo "version tools run random_aborts kill_copiers txn_version inputs outputs unique dups missing stuck_partitions kills copier_restarts verdict" | tr ' ' '\t' >"$RESULTS_ROOT/summary.tsv"
+[ -f "$RESULTS_ROOT/summary.tsv" ] || echo "version tools run random_aborts kill_copiers group_mode copier txn_version inputs outputs unique dups missing stuck_partitions kills copier_restarts verdict" | tr ' ' '\t' >"$RESULTS_ROOT/summary.tsv"
 echo "$summary" | tr ' ' '\t' >>"$RESULTS_ROOT/summary.tsv"
 echo "$summary" >"$RUN/summary.txt"
 log "summary: $summary"
