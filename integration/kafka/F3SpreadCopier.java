@@ -10,9 +10,11 @@ import org.apache.kafka.common.serialization.*;
 /**
  * F3SpreadCopier: a consume-transform-produce loop with Kafka's Java client,
  * like org.apache.kafka.tools.TransactionalMessageCopier, but each record
- * goes to the output partition its key hashes to (the producer's default
- * partitioner), so one transaction writes to every output partition, as
- * onceflow's and franz-go's GroupTransactSession loops do. Used by
+ * is re-keyed by its value (unique) and goes to the output partition that
+ * key hashes to (the producer's default partitioner), so one transaction
+ * writes to every output partition, as onceflow's and franz-go's
+ * GroupTransactSession loops do. (Keeping the input key would not spread:
+ * the input was partitioned by the same hash.) Used by
  * integration/kafka/finding3.sh (F3_COPIER=spread).
  *
  * Args: BOOTSTRAP TRANSACTIONAL_ID GROUP INPUT_TOPIC INPUT_PARTITIONS(comma)
@@ -69,7 +71,7 @@ public class F3SpreadCopier {
                 if (recs.isEmpty()) continue;
                 try {
                     producer.beginTransaction();
-                    for (ConsumerRecord<String, String> r : recs) producer.send(new ProducerRecord<>(out, r.key(), r.value()));
+                    for (ConsumerRecord<String, String> r : recs) producer.send(new ProducerRecord<>(out, r.value(), r.value()));
                     Map<TopicPartition, OffsetAndMetadata> pos = new HashMap<>();
                     for (TopicPartition tp : consumer.assignment()) pos.put(tp, new OffsetAndMetadata(consumer.position(tp)));
                     producer.sendOffsetsToTransaction(pos, consumer.groupMetadata());
