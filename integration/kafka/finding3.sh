@@ -8,7 +8,10 @@
 # No franz-go and no onceflow code is involved: the copy is done by
 # org.apache.kafka.tools.TransactionalMessageCopier (the program of Kafka's
 # own system test tests/kafkatest/tests/core/transactions_test.py), one copier
-# per input partition, all in one consumer group, --use-group-metadata.
+# per input partition, all in one consumer group, --use-group-metadata; or,
+# with F3_COPIER=spread, by F3SpreadCopier.java beside this script (the same
+# loop with the Java client, each transaction over all output partitions).
+# Results and their reading: docs/finding3-report.md.
 #
 # One run:
 #   1. fetch org.apache.kafka:kafka-tools:$F3_TOOLS_VERSION with its runtime
@@ -18,8 +21,9 @@
 #   3. create input (F3_PARTITIONS) and output (same count) topics; seed
 #      F3_RECORDS unique integers with VerifiableProducer (acks=all,
 #      idempotent; keys 0..999 so the records spread over the partitions);
-#   4. start the copiers (the copier writes record r of input partition p to
-#      output partition p); a supervisor restarts a copier that exits non-zero
+#   4. start the copiers (TransactionalMessageCopier writes record r of input
+#      partition p to output partition p; F3SpreadCopier re-keys each record
+#      by its value, so it lands on any output partition); a supervisor restarts a copier that exits non-zero
 #      (Kafka's hard-bounce test does not need that, the Java client rides out
 #      a broker restart; it is here so that a dying copier cannot end the run);
 #   5. SIGKILL the broker (broker.sh kill) F3_KILLS times, when the copiers
