@@ -11,7 +11,7 @@
 # per input partition, all in one consumer group, --use-group-metadata; or,
 # with F3_COPIER=spread, by F3SpreadCopier.java beside this script (the same
 # loop with the Java client, each transaction over all output partitions).
-# Results and their reading: docs/finding3-report.md.
+# Results and their reading: docs/reliability.md, section "Finding 3 with Kafka's own Java client".
 #
 # One run:
 #   1. fetch org.apache.kafka:kafka-tools:$F3_TOOLS_VERSION with its runtime
