@@ -71,9 +71,12 @@ type event struct {
 	msg string
 }
 
-// counts are a run's fault totals.
+// counts are a run's fault totals. BrokerRestarts counts every broker
+// restart, of the single node or of one cluster node; NodeRestarts splits
+// the cluster's by the role that chose the node.
 type counts struct {
 	Starts, Instances, Kills, Stops, Terms, Fenced, BrokerRestarts, Unexpected int
+	NodeRestarts                                                               nodeRestarts
 }
 
 // fleet starts, signals and watches worker processes.
@@ -443,6 +446,13 @@ func (f *fleet) addBrokerRestart() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.counts.BrokerRestarts++
+}
+
+func (f *fleet) addNodeRestart(kind nodeFault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counts.BrokerRestarts++
+	f.counts.NodeRestarts[kind]++
 }
 
 // logTimeline logs the last n events.
