@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -126,6 +127,9 @@ func TestBrokerRestart(t *testing.T) {
 // shared cluster, so it runs last (Go runs tests in file order).
 func TestClusterNodeFaults(t *testing.T) {
 	if ok, why := onCluster(t, kafkatest.New(t)); !ok {
+		if os.Getenv(EnvRequireNodeFaults) != "" {
+			t.Fatalf("%s is set, but: %s", EnvRequireNodeFaults, why)
+		}
 		t.Skip(why)
 	}
 	for kind := range numNodeFaults {
