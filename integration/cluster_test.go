@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os/exec"
 	"slices"
@@ -120,19 +119,9 @@ func (e *env) chooseNode(ctx context.Context, kind nodeFault, rng *rand.Rand) (n
 		if len(led) == 0 {
 			return nodeChoice{}, fmt.Errorf("no input partition has a leader")
 		}
-		most := 0
-		for _, ps := range led {
-			most = max(most, len(ps))
-		}
-		var top []int32
-		for n, ps := range led {
-			if len(ps) == most {
-				top = append(top, n)
-			}
-		}
-		n := drawNode(rng, top)
+		n := drawNode(rng, busiest(led))
 		return nodeChoice{n, fmt.Sprintf("leads input partitions %v (%d of %d; leaders by node %v)",
-			led[n], most, e.cfg.partitions, fmtLeaders(led))}, nil
+			led[n], len(led[n]), e.cfg.partitions, led)}, nil
 	case faultGroupCoord:
 		r, ok := adm.FindGroupCoordinators(ctx, e.group)[e.group]
 		if !ok || r.Err != nil {
@@ -163,19 +152,9 @@ func (e *env) chooseNode(ctx context.Context, kind nodeFault, rng *rand.Rand) (n
 		if len(coords) == 0 {
 			return nodeChoice{}, fmt.Errorf("no transaction coordinator found for %v", ids)
 		}
-		most := 0
-		for _, is := range coords {
-			most = max(most, len(is))
-		}
-		var top []int32
-		for n, is := range coords {
-			if len(is) == most {
-				top = append(top, n)
-			}
-		}
-		n := drawNode(rng, top)
+		n := drawNode(rng, busiest(coords))
 		return nodeChoice{n, fmt.Sprintf("transaction coordinator of workers %v (%d of %d running instances; by node %v)",
-			coords[n], most, len(ids), coords)}, nil
+			coords[n], len(coords[n]), len(ids), coords)}, nil
 	default: // faultLongOutage
 		bs, err := adm.ListBrokers(ctx)
 		if err != nil {
@@ -186,18 +165,25 @@ func (e *env) chooseNode(ctx context.Context, kind nodeFault, rng *rand.Rand) (n
 	}
 }
 
+// busiest returns the nodes that hold the most entries of held.
+func busiest[T any](held map[int32][]T) []int32 {
+	most := 0
+	for _, xs := range held {
+		most = max(most, len(xs))
+	}
+	var top []int32
+	for n, xs := range held {
+		if len(xs) == most {
+			top = append(top, n)
+		}
+	}
+	return top
+}
+
 // drawNode returns one of nodes, drawn with rng.
 func drawNode(rng *rand.Rand, nodes []int32) int32 {
 	slices.Sort(nodes)
 	return nodes[rng.IntN(len(nodes))]
-}
-
-func fmtLeaders(led map[int32][]int32) string {
-	var b strings.Builder
-	for _, n := range slices.Sorted(maps.Keys(led)) {
-		fmt.Fprintf(&b, "%d:%v ", n, led[n])
-	}
-	return strings.TrimSpace(b.String())
 }
 
 // roles describes what node holds besides the role it was chosen for, so
