@@ -30,7 +30,7 @@ const (
 	intentKill  intent = "SIGKILL"      // any end is fine
 	intentTerm  intent = "SIGTERM"      // must exit 0
 	intentFence intent = "fenced"       // replaced by a newer instance with its ID: must exit 3
-	intentMaybe intent = "maybe fenced" // its replacement ended before it woke: exit 0 or 3
+	intentMaybe intent = "maybe fenced" // its replacement ended before it woke or soon after: exit 0 or 3
 	intentQuit  intent = "SIGQUIT"      // goroutine dump requested: any end is fine
 	intentClose intent = "test cleanup" // any end is fine
 )
@@ -305,9 +305,9 @@ func (f *fleet) expectFenced(p *proc) {
 	}
 }
 
-// replacementGone relaxes a stopped zombie's expectation when the process
-// that took its ID has ended before the zombie runs again: no newer
-// instance may be left to fence it.
+// replacementGone relaxes a zombie's expectation when the process that
+// took its ID has ended before the zombie ran again, or within the window
+// after (zombieStep): no newer instance may be left to fence it.
 func (f *fleet) replacementGone(p *proc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
