@@ -3,8 +3,9 @@
 #   make test           vet + gofmt check + embedded pass (kfake) + real-broker passes
 #   make test-embedded  vet + gofmt check + embedded pass only
 #   make test-real      real-broker passes only (mandatory: installs Java/Maven if missing):
-#                       the suite on a 3-node cluster, then TestBrokerRestart on
-#                       a single node (see real-pass below for why)
+#                       the suite on a 3-node cluster (node faults included:
+#                       TestClusterNodeFaults), then TestBrokerRestart on a
+#                       single node (see real-pass below for why)
 #   make bench          benchmarks, output in bench.txt (for benchstat)
 #   make broker-start / broker-stop / broker-status
 #
@@ -88,8 +89,13 @@ kafka-packages:
 #  1. the cluster pass: every kafkatest package against a KAFKA_NODES-node
 #     cluster (default 3 combined KRaft nodes, RF 3, min.insync.replicas 2:
 #     the shape production runs; broker.sh's cluster default is Kafka 4.4.0).
-#     KAFKA_BROKER_SCRIPT is set (for tests that kill one node);
-#     TestBrokerRestart skips itself there.
+#     KAFKA_BROKER_SCRIPT is set: TestClusterNodeFaults SIGKILLs and
+#     restarts one node at a time through it (the leader of the input, the
+#     group coordinator, a transaction coordinator, a long outage; about
+#     4 min) and TestSoak rotates over the same faults; TestBrokerRestart
+#     skips itself there. With a mandatory pass (REQUIRED=1) on 3+ nodes
+#     ONCEFLOW_REQUIRE_NODE_FAULTS=1 makes TestClusterNodeFaults fail
+#     instead of skipping when it finds no cluster or no script.
 #  2. the single-node pass, only when KAFKA_NODES > 1: just TestBrokerRestart
 #     (./integration) on one node (broker.sh's single default, 4.2.0), on the
 #     ports after the cluster's and its own state dir. It SIGKILLs the only
@@ -161,8 +167,9 @@ broker-pass:
 	run=(); if [ -n '$(PASS_RUN)' ]; then run=(-run '^($(PASS_RUN))$$'); fi; \
 	t1=$$(date +%s); \
 	echo "==> $$what pass: KAFKA_BROKERS=$$addr go test -race -count=1 -p 1 $${run[*]} <packages>"; \
+	require=; if [ "$(REQUIRED)" = 1 ] && [ "$(PASS_NODES)" -ge 3 ]; then require=1; fi; \
 	rc=0; \
-	KAFKA_BROKERS="$$addr" KAFKA_BROKER_SCRIPT="$(BROKER)" \
+	KAFKA_BROKERS="$$addr" KAFKA_BROKER_SCRIPT="$(BROKER)" ONCEFLOW_REQUIRE_NODE_FAULTS="$$require" \
 		$(GO) test -race -count=1 -p 1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) "$${run[@]}" $(PASS_PKGS) || rc=$$?; \
 	if [ $$rc = 0 ]; then \
 		echo "==> $$what pass: ok in $$(( $$(date +%s) - t1 ))s"; \

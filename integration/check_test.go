@@ -26,9 +26,13 @@ type outcome struct {
 
 func (o outcome) String() string {
 	c, s := o.counts, o.totals
-	return fmt.Sprintf("%v; workers: starts=%d instances=%d kills=%d stops=%d terms=%d fenced=%d unexpected=%d broker_restarts=%d; "+
+	nodes := ""
+	if c.NodeRestarts != (nodeRestarts{}) {
+		nodes = fmt.Sprintf(" (cluster nodes: %v)", c.NodeRestarts)
+	}
+	return fmt.Sprintf("%v; workers: starts=%d instances=%d kills=%d stops=%d terms=%d fenced=%d unexpected=%d broker_restarts=%d%s; "+
 		"clean-exit worker totals: commits=%d aborts=%d rebuilds=%d reprocessed=%d position_regressions=%d; took %v",
-		o.report, c.Starts, c.Instances, c.Kills, c.Stops, c.Terms, c.Fenced, c.Unexpected, c.BrokerRestarts,
+		o.report, c.Starts, c.Instances, c.Kills, c.Stops, c.Terms, c.Fenced, c.Unexpected, c.BrokerRestarts, nodes,
 		s.Commits, s.Aborts, s.Rebuilds, s.Reprocessed, s.PositionRegressions, o.elapsed.Round(time.Millisecond))
 }
 

@@ -39,8 +39,9 @@ func (e *env) killStep(sameIDProb float64) {
 // transaction aborts (or, past the transaction timeout, the coordinator
 // already aborted it). With replace, a new process takes the zombie's
 // instance ID while it is stopped; the zombie must then exit 3 (ErrFenced)
-// once it runs again (unless the replacement has ended by then). It runs in the background and keeps at least one
-// worker active; it reports whether it injected anything.
+// once it runs again (unless the replacement has ended by then or soon
+// after: see the window below). It runs in the background and keeps at
+// least one worker active; it reports whether it injected anything.
 func (e *env) zombieStep(stopFor time.Duration, replace bool) bool {
 	if e.fleet.active() < 2 {
 		return false
@@ -51,24 +52,42 @@ func (e *env) zombieStep(stopFor time.Duration, replace bool) bool {
 	}
 	e.fleet.stop(p)
 	e.bg(func() {
-		if replace {
-			time.Sleep(300 * time.Millisecond)
-			e.fleet.expectFenced(p)
-			r := e.fleet.start(p.instance)
-			time.Sleep(stopFor - 300*time.Millisecond)
-			if r == nil {
-				e.fleet.replacementGone(p)
-			} else {
-				select {
-				case <-r.done:
-					e.fleet.replacementGone(p)
-				default:
-				}
-			}
-		} else {
+		if !replace {
 			time.Sleep(stopFor)
+			e.fleet.cont(p)
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+		e.fleet.expectFenced(p)
+		r := e.fleet.start(p.instance)
+		time.Sleep(stopFor - 300*time.Millisecond)
+		if r == nil {
+			e.fleet.replacementGone(p)
+			e.fleet.cont(p)
+			return
+		}
+		select {
+		case <-r.done:
+			e.fleet.replacementGone(p)
+		default:
 		}
 		e.fleet.cont(p)
+		// A replacement that ends soon after the zombie woke, before the
+		// two sorted out who holds the ID, leaves the zombie the only
+		// holder: it may run on. Sorting it out takes up to a takeover
+		// (the zombie, its commit timed out, rebuilds and rejoins, which
+		// fences the replacement; the replacement finds the holder older
+		// and rejoins; the zombie's next heartbeat finds it fenced): at most
+		// a rebalance plus a session timeout. A replacement that outlives
+		// that window still holds the ID, and the zombie must have exited 3
+		// (checkMembership).
+		window := e.cfg.worker.rebalanceTimeout + e.cfg.worker.sessionTimeout
+		select {
+		case <-r.done:
+			e.fleet.replacementGone(p)
+		case <-p.done:
+		case <-time.After(window):
+		}
 	})
 	return true
 }

@@ -23,6 +23,12 @@ import (
 // needs it.
 const EnvBrokerScript = "KAFKA_BROKER_SCRIPT"
 
+// EnvRequireNodeFaults, when set (the Makefile's cluster pass sets it when
+// the real pass is mandatory, CI=true), turns TestClusterNodeFaults' skip
+// into a failure: in CI a cluster pass that lost KAFKA_BROKER_SCRIPT or its
+// third node must not pass without its node faults.
+const EnvRequireNodeFaults = "ONCEFLOW_REQUIRE_NODE_FAULTS"
+
 // workerConfig is the processor configuration every worker of a run gets.
 type workerConfig struct {
 	commitInterval   time.Duration

@@ -30,7 +30,7 @@ const (
 	intentKill  intent = "SIGKILL"      // any end is fine
 	intentTerm  intent = "SIGTERM"      // must exit 0
 	intentFence intent = "fenced"       // replaced by a newer instance with its ID: must exit 3
-	intentMaybe intent = "maybe fenced" // its replacement ended before it woke: exit 0 or 3
+	intentMaybe intent = "maybe fenced" // its replacement ended before it woke or soon after: exit 0 or 3
 	intentQuit  intent = "SIGQUIT"      // goroutine dump requested: any end is fine
 	intentClose intent = "test cleanup" // any end is fine
 )
@@ -71,9 +71,12 @@ type event struct {
 	msg string
 }
 
-// counts are a run's fault totals.
+// counts are a run's fault totals. BrokerRestarts counts every broker
+// restart, of the single node or of one cluster node; NodeRestarts splits
+// the cluster's by the role that chose the node.
 type counts struct {
 	Starts, Instances, Kills, Stops, Terms, Fenced, BrokerRestarts, Unexpected int
+	NodeRestarts                                                               nodeRestarts
 }
 
 // fleet starts, signals and watches worker processes.
@@ -302,9 +305,9 @@ func (f *fleet) expectFenced(p *proc) {
 	}
 }
 
-// replacementGone relaxes a stopped zombie's expectation when the process
-// that took its ID has ended before the zombie runs again: no newer
-// instance may be left to fence it.
+// replacementGone relaxes a zombie's expectation when the process that
+// took its ID has ended before the zombie ran again, or within the window
+// after (zombieStep): no newer instance may be left to fence it.
 func (f *fleet) replacementGone(p *proc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -443,6 +446,13 @@ func (f *fleet) addBrokerRestart() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.counts.BrokerRestarts++
+}
+
+func (f *fleet) addNodeRestart(kind nodeFault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counts.BrokerRestarts++
+	f.counts.NodeRestarts[kind]++
 }
 
 // logTimeline logs the last n events.

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -110,5 +111,44 @@ func TestBrokerRestart(t *testing.T) {
 	o := e.finish()
 	if o.counts.BrokerRestarts != 1 {
 		t.Errorf("broker restarts = %d", o.counts.BrokerRestarts)
+	}
+}
+
+// TestClusterNodeFaults (real cluster only, 3+ brokers and the control
+// script): one subtest per role a node holds for the run. Each SIGKILLs the
+// node holding it while input flows, restarts it on its own data dir and
+// lets every replica catch up (see env.nodeFault): the node leading the
+// most input partitions (a leader failover under the workers' fetches and
+// the feeder's produces), the workers' group coordinator (the group moves
+// with offsets and generations in flight), the transaction coordinator of
+// the most running workers (their open transactions move mid-commit), and
+// any node down for longer than the workers' session timeout. Workers run
+// with WithPositionGuard, as in TestBrokerRestart. It restarts nodes of the
+// shared cluster, so it runs last (Go runs tests in file order).
+func TestClusterNodeFaults(t *testing.T) {
+	if ok, why := onCluster(t, kafkatest.New(t)); !ok {
+		if os.Getenv(EnvRequireNodeFaults) != "" {
+			t.Fatalf("%s is set, but: %s", EnvRequireNodeFaults, why)
+		}
+		t.Skip(why)
+	}
+	for kind := range numNodeFaults {
+		t.Run(kind.String(), func(t *testing.T) {
+			cfg := defaultConfig()
+			cfg.settle = 90 * time.Second
+			cfg.worker.positionGuard = true
+			e := newEnv(t, cfg)
+			e.sleep(3 * time.Second)
+			if err := e.nodeFault(kind, e.nodeDown(kind), e.rng); err != nil {
+				e.fleet.logTimeline(t, 100)
+				t.Fatal(err)
+			}
+			e.sleep(5 * time.Second) // the input producer and the workers ride out the moved leaders
+			o := e.finish()
+			if o.counts.NodeRestarts[kind] != 1 || o.counts.BrokerRestarts != 1 {
+				t.Errorf("node restarts = %v (total %d), want one %s", o.counts.NodeRestarts, o.counts.BrokerRestarts, kind)
+			}
+			e.fleet.logTimeline(t, 40) // the node chosen and why, the restart, the catch-up
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"syscall"
 	"testing"
@@ -20,34 +21,37 @@ var (
 
 // soakTotals is what a soak prints at the end.
 type soakTotals struct {
-	Mode            string  `json:"mode"`
-	Seed            uint64  `json:"seed"`
-	Duration        string  `json:"duration"`
-	RatePerSec      int     `json:"rate_per_sec"`
-	Instances       int     `json:"instances"`
-	ProcessesStart  int     `json:"processes_started"`
-	Kills           int     `json:"kills"`
-	Stops           int     `json:"stops"`
-	Terms           int     `json:"terms"`
-	FencedZombies   int     `json:"fenced_zombies"`
-	BrokerRestarts  int     `json:"broker_restarts"`
-	WorkerProblems  int     `json:"worker_problems"`
-	RecordsVerified int     `json:"records_verified"`
-	Outputs         int     `json:"outputs"`
-	DeadLetters     int     `json:"dead_letters"`
-	Duplicates      int     `json:"duplicates"`
-	Losses          int     `json:"losses"`
-	OrderViolations int     `json:"order_violations"`
-	Malformed       int     `json:"malformed"`
-	ExactlyOnce     bool    `json:"exactly_once"`
-	Aborts          int64   `json:"aborts_clean_exits"`
-	Rebuilds        int64   `json:"rebuilds_clean_exits"`
-	Reprocessed     int64   `json:"reprocessed_clean_exits"`
-	PositionGuard   bool    `json:"position_guard"`
-	PositionRegr    int64   `json:"position_regressions_clean_exits"`
-	SettleSeconds   float64 `json:"settle_seconds"`
-	KfakeHolds      int     `json:"kfake_holds,omitempty"`
-	KfakeHeldSecs   float64 `json:"kfake_held_seconds,omitempty"`
+	Mode           string `json:"mode"`
+	Seed           uint64 `json:"seed"`
+	Duration       string `json:"duration"`
+	RatePerSec     int    `json:"rate_per_sec"`
+	Instances      int    `json:"instances"`
+	ProcessesStart int    `json:"processes_started"`
+	Kills          int    `json:"kills"`
+	Stops          int    `json:"stops"`
+	Terms          int    `json:"terms"`
+	FencedZombies  int    `json:"fenced_zombies"`
+	BrokerRestarts int    `json:"broker_restarts"`
+	// NodeRestarts splits a cluster's broker restarts by the fault kind
+	// that chose the node (see TestClusterNodeFaults).
+	NodeRestarts    map[string]int `json:"node_restarts_by_kind,omitempty"`
+	WorkerProblems  int            `json:"worker_problems"`
+	RecordsVerified int            `json:"records_verified"`
+	Outputs         int            `json:"outputs"`
+	DeadLetters     int            `json:"dead_letters"`
+	Duplicates      int            `json:"duplicates"`
+	Losses          int            `json:"losses"`
+	OrderViolations int            `json:"order_violations"`
+	Malformed       int            `json:"malformed"`
+	ExactlyOnce     bool           `json:"exactly_once"`
+	Aborts          int64          `json:"aborts_clean_exits"`
+	Rebuilds        int64          `json:"rebuilds_clean_exits"`
+	Reprocessed     int64          `json:"reprocessed_clean_exits"`
+	PositionGuard   bool           `json:"position_guard"`
+	PositionRegr    int64          `json:"position_regressions_clean_exits"`
+	SettleSeconds   float64        `json:"settle_seconds"`
+	KfakeHolds      int            `json:"kfake_holds,omitempty"`
+	KfakeHeldSecs   float64        `json:"kfake_held_seconds,omitempty"`
 }
 
 // sampleLiveness reports (with a goroutine dump) a running worker that was
@@ -82,9 +86,12 @@ func (e *env) sampleLiveness(outOfGroup map[*proc]int) {
 // TestSoak mixes every fault family continuously for -soak: SIGKILLs with
 // restarts (same or new instance ID), zombies (SIGSTOP past the session
 // timeout, sometimes past the transaction timeout, sometimes replaced by a
-// new process with the same ID), joins and SIGTERM leaves, and, against a
-// real single-node broker with KAFKA_BROKER_SCRIPT, a broker SIGKILL and
-// restart every few minutes. Every 97th input is poison (dead-letter topic).
+// new process with the same ID), joins and SIGTERM leaves, and, with
+// KAFKA_BROKER_SCRIPT, every 4 minutes a broker fault: on a real single-node
+// broker a SIGKILL and restart of it, on a 3+ node cluster a SIGKILL and
+// restart of one node, chosen in turn as an input partitions' leader, the
+// group coordinator, a transaction coordinator, and any node for a long
+// outage. Every 97th input is poison (dead-letter topic).
 // At the end the whole output is verified and the totals printed.
 //
 //	go test ./integration -run Soak -soak 20m -v [-soak-report totals.json]
@@ -98,11 +105,23 @@ func TestSoak(t *testing.T) {
 	cfg.settle = 3 * time.Minute
 	cfg.worker.positionGuard = *soakGuard
 	e := newEnv(t, cfg)
+	// Broker faults every brokerEvery: on a single node restartBroker; on
+	// a cluster one node at a time, the fault kinds of TestClusterNodeFaults
+	// in turn, in the background so process faults go on while the node is
+	// down (a production fleet does not pause for a broker crash). Any
+	// other shape (kfake, a real broker without the script, two nodes)
+	// gets process faults only.
 	brokers := kafkatest.Real() && brokerScript() != ""
-	if brokers && !singleBroker(t, e.c) {
-		brokers = false // restartBroker kills the only broker; node kills on a cluster are another fault
-		t.Log("soak: a multi-broker cluster: no broker restarts (they need a single-node broker)")
+	cluster, why := onCluster(t, e.c)
+	switch {
+	case cluster:
+		t.Logf("soak: a %d+ node cluster: a node fault every 4 min, rotating over %v", clusterNodes, nodeFaultNames)
+	case brokers && !singleBroker(t, e.c):
+		brokers = false
+		t.Logf("soak: no broker faults: %s", why)
 	}
+	nodeKind := nodeFault(0)
+	var nodeDone chan struct{} // closed when the last node fault ended
 	const brokerEvery = 4 * time.Minute
 	nextBroker := time.Now().Add(brokerEvery / 2)
 	end := time.Now().Add(*soakFor)
@@ -119,7 +138,20 @@ func TestSoak(t *testing.T) {
 			e.reapDead()
 		}
 		switch r := e.rng.IntN(100); {
-		case brokers && time.Now().After(nextBroker):
+		case cluster && time.Now().After(nextBroker) && closedOrNil(nodeDone):
+			kind, down := nodeKind, e.nodeDown(nodeKind)
+			rng := rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64())) // e.rng stays this goroutine's
+			nodeKind = (nodeKind + 1) % numNodeFaults
+			done := make(chan struct{})
+			nodeDone = done
+			e.bg(func() {
+				defer close(done)
+				if err := e.nodeFault(kind, down, rng); err != nil {
+					e.fleet.problemf("%s node fault: %v", kind, err)
+				}
+			})
+			nextBroker = time.Now().Add(brokerEvery)
+		case brokers && !cluster && time.Now().After(nextBroker):
 			e.restartBroker(e.randDur(500*time.Millisecond, 3*time.Second))
 			nextBroker = time.Now().Add(brokerEvery)
 		case r < 35:
@@ -138,9 +170,9 @@ func TestSoak(t *testing.T) {
 			e.sampleLiveness(outOfGroup)
 			distinct, dups, records := e.track.status()
 			c, problems, _, _ := e.fleet.snapshot()
-			t.Logf("soak %v/%v: %d inputs, %d accounted for (%d records, %d duplicates so far); running %d; starts %d kills %d stops %d terms %d broker restarts %d; kfake holds %d (%v); problems %d",
+			t.Logf("soak %v/%v: %d inputs, %d accounted for (%d records, %d duplicates so far); running %d; starts %d kills %d stops %d terms %d broker restarts %d (cluster nodes: %v); kfake holds %d (%v); problems %d",
 				time.Since(e.t0).Round(time.Second), *soakFor, e.feed.count(), distinct, records, dups, len(e.fleet.live()),
-				c.Starts, c.Kills, c.Stops, c.Terms, c.BrokerRestarts, hold.holds, hold.held.Round(time.Second), len(problems))
+				c.Starts, c.Kills, c.Stops, c.Terms, c.BrokerRestarts, c.NodeRestarts, hold.holds, hold.held.Round(time.Second), len(problems))
 		}
 	}
 	e.waitFaults()
@@ -159,6 +191,9 @@ func TestSoak(t *testing.T) {
 		PositionGuard: *soakGuard, PositionRegr: o.totals.PositionRegressions,
 		SettleSeconds: time.Since(t0).Seconds(),
 		KfakeHolds:    hold.holds, KfakeHeldSecs: hold.held.Seconds(),
+	}
+	if cluster {
+		tot.NodeRestarts = o.counts.NodeRestarts.byKind()
 	}
 	b, _ := json.MarshalIndent(tot, "", "  ")
 	t.Logf("SOAK TOTALS\n%s", b)
