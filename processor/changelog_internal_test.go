@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/onceflow/onceflow/internal/kafkatest"
 )
 
@@ -44,4 +46,30 @@ func TestEnsureChangelogsConcurrently(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestEnsureChangelogsWaitsForNewInput: on a cluster, the broker asked may
+// not list an input topic created a moment before through another broker
+// (a worker exited 1 on the 3-node cluster that way). ensureChangelogs
+// asks again for a while; an input that never shows is still an error.
+func TestEnsureChangelogsWaitsForNewInput(t *testing.T) {
+	c := kafkatest.New(t)
+	in := kafkatest.Name(t, "late-in")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := defaults()
+	cfg.brokers, cfg.inputs = c.Brokers, []string{in}
+	cfg.group = kafkatest.Name(t, "app")
+	cfg.stateDir = "state" // only named: the changelog is wanted, nothing is opened
+	t.Cleanup(func() { _, _ = c.Admin.DeleteTopics(context.Background(), in, changelogTopic(cfg.group, in)) })
+
+	created := time.AfterFunc(300*time.Millisecond, func() { _, _ = c.Admin.CreateTopic(ctx, 2, -1, nil, in) })
+	defer created.Stop()
+	ids, err := ensureChangelogs(ctx, &cfg)
+	require.NoError(t, err)
+	require.NotZero(t, ids[changelogTopic(cfg.group, in)])
+
+	cfg.inputs = []string{kafkatest.Name(t, "never-in")}
+	_, err = ensureChangelogs(ctx, &cfg)
+	require.ErrorContains(t, err, "does not exist")
 }

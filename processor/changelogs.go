@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -78,9 +79,7 @@ func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, er
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	// Listing all topics, not named ones: naming a missing topic makes the
-	// client retry it for seconds.
-	td, err := adm.ListTopics(ctx)
+	td, err := listWithInputs(ctx, adm, cfg.inputs)
 	if err != nil {
 		return nil, fmt.Errorf("processor: describing topics for the changelogs: %w", err)
 	}
@@ -136,6 +135,34 @@ func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, er
 		return nil, fmt.Errorf("processor: describing changelog topics: %w", err)
 	}
 	return ids, nil
+}
+
+// inputWait bounds how long listWithInputs waits for input topics to show.
+const inputWait = 10 * time.Second
+
+// listWithInputs lists all topics (naming a missing topic makes the client
+// retry it for seconds), asking again for a while when an input topic is
+// missing: on a cluster, the broker that answers may not know yet a topic
+// that was just created through another (seen on the 3-node cluster when
+// a worker started right after its input was created). A topic still
+// missing after that is reported by the caller.
+func listWithInputs(ctx context.Context, adm *kadm.Client, inputs []string) (kadm.TopicDetails, error) {
+	deadline := time.Now().Add(inputWait)
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		td, err := adm.ListTopics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		missing := slices.ContainsFunc(inputs, func(in string) bool { _, ok := td[in]; return !ok })
+		if !missing || time.Now().Add(backoff).After(deadline) {
+			return td, nil
+		}
+		select {
+		case <-ctx.Done():
+			return td, nil
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // changelogPartitioner writes changelog records to the partition they name
