@@ -87,7 +87,7 @@ func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, 
 	wasHead := p.pending[0] == it
 	p.markDone(it)
 	if wasHead {
-		p.headSince = l.cfg.clock.Now()
+		p.headSince = l.now
 	} else if !p.metadataFits(l.cfg.maxMetadataBytes) {
 		p.unmarkDone(it)
 		return false, nil
@@ -144,7 +144,7 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 	if timeout <= 0 {
 		return nil
 	}
-	now := l.cfg.clock.Now()
+	now := l.now
 	for _, p := range l.parts {
 		for len(p.pending) > 0 && now.Sub(p.headSince) >= timeout {
 			it := p.pending[0]
@@ -190,10 +190,10 @@ func (l *lifetime) backpressure() {
 		(*m)[p.topic] = append((*m)[p.topic], p.id)
 	}
 	if pause != nil {
-		l.s.Client().PauseFetchPartitions(pause)
+		l.s.PauseFetchPartitions(pause)
 	}
 	if resume != nil {
-		l.s.Client().ResumeFetchPartitions(resume)
+		l.s.ResumeFetchPartitions(resume)
 	}
 }
 
@@ -234,6 +234,7 @@ func (l *lifetime) waitInFlight(ctx, drainCtx context.Context) error {
 		case <-drainCtx.Done():
 			return nil
 		}
+		l.now = l.cfg.clock.Now()
 		if err := l.drain(ctx); err != nil {
 			return err
 		}

@@ -10,9 +10,11 @@ import (
 )
 
 // BenchmarkDispatchTrackComplete measures the processor's own per-record
-// work with a no-op handler and 1,000 sessions: tracking the record in its
-// partition, dispatching it to its session goroutine, handing the
-// completion back and marking it done. Kafka is not involved.
+// work with a no-op handler and 1,000 sessions, through the loop's own
+// steps against a fake client: tracking the fetched record in its
+// partition, dispatching it to its session, running it on a worker,
+// handing the completion back and admitting it into the transaction.
+// Kafka is not involved.
 func BenchmarkDispatchTrackComplete(b *testing.B) { benchDispatch(b) }
 
 func benchDispatch(b *testing.B, opts ...Opt) {
@@ -23,33 +25,36 @@ func benchDispatch(b *testing.B, opts ...Opt) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer p.d.stop()
-	part := newPartition("in", 0, 1, 0, nil)
-	recs := make([]kgo.Record, batch)
+	l := p.newLifetime(context.Background())
+	stopGate := l.connect(newFakeClient())
+	defer func() {
+		l.staleAll()
+		p.d.stop()
+		stopGate()
+		l.stopRestores()
+	}()
+	recs := make([]*kgo.Record, batch)
 	for i := range recs {
-		recs[i].Key = []byte(fmt.Sprintf("session-%04d", i%sessions))
+		recs[i] = &kgo.Record{Topic: "in", Key: fmt.Appendf(nil, "session-%04d", i%sessions)}
 	}
-	var comps []*item
+	fs := fetchesOf("in", 0, recs)
+	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	var offset int64
 	for n := 0; n < b.N; n += batch {
-		for i := range recs {
-			r := &recs[i]
+		for _, r := range recs {
 			r.Offset = offset
 			offset++
-			part.accept(r.Offset)
-			it := &item{rec: r, part: part, gen: 1}
-			part.pending = append(part.pending, it)
-			p.d.dispatch(r.Key, it)
 		}
-		for done := 0; done < batch; {
+		if err := l.intake(fs); err != nil {
+			b.Fatal(err)
+		}
+		for l.unfinished() > 0 {
 			<-p.compWake
-			comps = p.takeCompletions(comps)
-			for _, it := range comps {
-				part.markDone(it)
+			if err := l.drain(ctx); err != nil {
+				b.Fatal(err)
 			}
-			done += len(comps)
 		}
 	}
 	b.StopTimer()

@@ -37,7 +37,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 	if l.cfg.positionGuard {
 		l.producePositions(plans) // before the flush, which must cover them
 	}
-	if err := l.s.Client().Flush(fctx); err != nil {
+	if err := l.s.Flush(fctx); err != nil {
 		return l.s.FlushFailed(ctx, err)
 	}
 	l.mu.Lock()

@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,11 +9,22 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// dispatcher runs records on session goroutines. A session's key is hashed
-// (FNV-1a, then jump consistent hashing) to a shard that owns the map of its
-// live sessions; each session has one goroutine that handles its records
-// one at a time, in dispatch order, and ends after an idle timeout, so
-// goroutines follow the number of active sessions.
+// dispatcher runs sessions' records on a pool of worker goroutines.
+//
+// A session's key is hashed (FNV-1a) to a shard that owns the map of its sessions. A session with records is on
+// the run queue or on one worker at a time, so its records run one at a
+// time in dispatch order. A session without records stays in the map only
+// until its shard holds maxIdleSessions such sessions, then they are all
+// forgotten: what sessions cost follows the active ones, not all sessions
+// seen, and a session that comes back soon is found without allocating. A session backing off before a retry leaves its worker and waits
+// on a goroutine of its own, so a retrying session holds no worker that
+// other sessions need.
+//
+// Workers start when work waits and none is idle, up to maxWorkers (a
+// handler that blocks holds its worker), and end after idleWorker without
+// work. At most one woken worker is on its way to the run queue at a time;
+// a worker that takes a session and sees more waiting wakes the next, so
+// fast handlers run on few workers and blocking ones draw more.
 type dispatcher struct {
 	cfg      *config
 	shards   []shard
@@ -23,22 +33,66 @@ type dispatcher struct {
 	tracer   trace.Tracer // nil: no tracing
 	ctx      context.Context
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // workers and backoff waits
+	active   atomic.Int64   // sessions with records queued, running or backing off
+
+	mu       sync.Mutex // guards what follows
+	runq     []*session // FIFO: runq[runqHead:] wait for a worker
+	runqHead int
+	idle     []*worker // parked workers, the most recent last
+	workers  int
+	spinning int // woken or started workers not yet at the run queue
 }
+
+// maxWorkers bounds the worker goroutines; records of more sessions than
+// this whose handlers all block wait for a worker.
+const maxWorkers = 4096
+
+// turn is how many records a session runs before it goes to the back of
+// the run queue, so that a session with a long queue shares its worker.
+const turn = 16
+
+// maxIdleSessions bounds a shard's sessions without records, kept in its
+// map, and maxFreeSessions its forgotten ones kept for reuse.
+const (
+	maxIdleSessions = 1024
+	maxFreeSessions = 1024
+)
 
 type shard struct {
 	mu       sync.Mutex
-	sessions map[string]*session
-	_        [40]byte // keep shards' locks off one cache line
+	sessions map[uint64]*session // by key hash; collisions chain on next
+	idle     int                 // sessions in the map without records
+	free     []*session          // forgotten sessions, for reuse
+	_        [40]byte            // keep shards' locks off one cache line
 }
 
+// session is the queue of one session's records. Guarded by sh.mu.
 type session struct {
-	sh     *shard
-	key    string
-	queue  []*item // guarded by sh.mu; queue[head:] is waiting
-	head   int
+	sh    *shard
+	hash  uint64
+	key   []byte
+	next  *session // next session with the same hash
+	queue []*item  // queue[head:] wait; in dispatch order
+	head  int
+	cur   *item   // the record being handled or backing off
+	w     *worker // the worker running cur, if any
+	kick  chan struct{}
+	state sessionState
+}
+
+type sessionState uint8
+
+const (
+	sessionQueued  sessionState = iota // on the run queue (or about to be)
+	sessionRunning                     // on a worker
+	sessionWaiting                     // backing off before a retry of cur
+	sessionIdle                        // no records; in the map until swept
+)
+
+type worker struct {
 	wake   chan struct{}
-	ctx    context.Context // canceled on shutdown or when a record is stuck
+	ctx    context.Context // the handler context; canceled for a stuck record
 	cancel context.CancelFunc
 }
 
@@ -46,7 +100,7 @@ func newDispatcher(cfg *config, shards int, complete func(*item)) *dispatcher {
 	d := &dispatcher{cfg: cfg, shards: make([]shard, shards), complete: complete}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	for i := range d.shards {
-		d.shards[i].sessions = make(map[string]*session)
+		d.shards[i].sessions = make(map[uint64]*session)
 	}
 	return d
 }
@@ -60,227 +114,224 @@ func fnv1a(b []byte) uint64 {
 	return h
 }
 
-// jump is Lamping and Veach's jump consistent hash.
-func jump(key uint64, buckets int) int {
-	var b, j int64 = -1, 0
-	for j < int64(buckets) {
-		b = j
-		key = key*2862933555777941757 + 1
-		j = int64(float64(b+1) * (float64(int64(1)<<31) / float64((key>>33)+1)))
-	}
-	return int(b)
-}
+// shardOf maps a hash to one of n shards (Lemire's multiply-shift, fairer
+// and cheaper than a modulo).
+func shardOf(h uint64, n int) int { return int((h >> 32) * uint64(n) >> 32) }
 
-// dispatch queues it on its session, starting the session if needed.
+// dispatch queues it on its session, scheduling the session if it had no
+// records.
 func (d *dispatcher) dispatch(key []byte, it *item) {
-	sh := &d.shards[jump(fnv1a(key), len(d.shards))]
+	h := fnv1a(key)
+	sh := &d.shards[shardOf(h, len(d.shards))]
 	sh.mu.Lock()
-	s := sh.sessions[string(key)]
-	if s == nil {
-		s = &session{sh: sh, key: string(key), wake: make(chan struct{}, 1)}
-		s.ctx, s.cancel = context.WithCancel(d.ctx)
-		sh.sessions[s.key] = s
-		d.wg.Add(1)
-		go d.run(s)
+	s := sh.sessions[h]
+	for s != nil && string(s.key) != string(key) {
+		s = s.next
+	}
+	wake := s == nil || s.state == sessionIdle
+	switch {
+	case s == nil:
+		s = sh.newSession(h, key)
+	case s.state == sessionIdle:
+		s.state = sessionQueued
+		sh.idle--
 	}
 	it.sess = s
 	s.queue = append(s.queue, it)
 	sh.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	if wake {
+		d.active.Add(1)
+		d.schedule(s)
 	}
 }
 
-// activeSessions counts live session goroutines.
-func (d *dispatcher) activeSessions() int {
-	n := 0
-	for i := range d.shards {
-		sh := &d.shards[i]
-		sh.mu.Lock()
-		n += len(sh.sessions)
-		sh.mu.Unlock()
+// newSession adds a session to the shard, reusing a forgotten one.
+func (sh *shard) newSession(h uint64, key []byte) *session {
+	var s *session
+	if n := len(sh.free); n > 0 {
+		s, sh.free = sh.free[n-1], sh.free[:n-1]
+	} else {
+		s = &session{sh: sh}
 	}
-	return n
+	s.hash, s.key, s.state = h, append(s.key[:0], key...), sessionQueued
+	s.next = sh.sessions[h]
+	sh.sessions[h] = s
+	return s
 }
 
-// stop cancels every handler and waits for the session goroutines.
-func (d *dispatcher) stop() {
-	d.cancel()
-	for i := range d.shards {
-		sh := &d.shards[i]
-		sh.mu.Lock()
-		for _, s := range sh.sessions {
-			select {
-			case s.wake <- struct{}{}:
-			default:
+// idleSession marks s as without records, forgetting the shard's idle
+// sessions once there are too many. sh.mu is held.
+func (sh *shard) idleSession(s *session) {
+	s.state, s.cur, s.w = sessionIdle, nil, nil
+	s.queue, s.head = s.queue[:0], 0
+	if sh.idle++; sh.idle <= maxIdleSessions {
+		return
+	}
+	for h, first := range sh.sessions {
+		var keep *session
+		for x := first; x != nil; {
+			next := x.next
+			if x.state == sessionIdle {
+				x.next = nil
+				if len(sh.free) < maxFreeSessions {
+					sh.free = append(sh.free, x)
+				}
+			} else {
+				x.next, keep = keep, x
 			}
+			x = next
 		}
-		sh.mu.Unlock()
+		if keep == nil {
+			delete(sh.sessions, h)
+		} else {
+			sh.sessions[h] = keep
+		}
 	}
-	d.wg.Wait()
+	sh.idle = 0
 }
 
-func (d *dispatcher) run(s *session) {
-	defer d.wg.Done()
-	idle := time.NewTimer(d.cfg.idleSession)
-	defer idle.Stop()
-	for {
-		it := d.next(s, idle)
-		if it == nil {
-			return
-		}
-		d.handle(s, it)
-	}
+// schedule puts s on the run queue and makes sure a worker will look.
+func (d *dispatcher) schedule(s *session) {
+	d.mu.Lock()
+	d.runq = append(d.runq, s)
+	d.wakeLocked()
+	d.mu.Unlock()
 }
 
-// next returns the session's next item, or nil when the session ends.
-func (d *dispatcher) next(s *session, idle *time.Timer) *item {
+// wakeLocked wakes an idle worker, or starts one, unless one is already on
+// its way to the run queue. d.mu is held.
+func (d *dispatcher) wakeLocked() {
+	if d.spinning > 0 || d.ctx.Err() != nil {
+		return
+	}
+	if n := len(d.idle); n > 0 {
+		w := d.idle[n-1]
+		d.idle = d.idle[:n-1]
+		d.spinning++
+		w.wake <- struct{}{} // buffered, and only idle workers are sent to
+		return
+	}
+	if d.workers >= maxWorkers {
+		return
+	}
+	d.workers++
+	d.spinning++
+	w := &worker{wake: make(chan struct{}, 1)}
+	w.ctx, w.cancel = context.WithCancel(d.ctx)
+	d.wg.Add(1)
+	go d.work(w)
+}
+
+// take returns the next runnable session, parking the worker while there
+// is none; nil when the worker ends (stop, or idle too long).
+func (d *dispatcher) take(w *worker, idle *time.Timer) *session {
+	d.mu.Lock()
+	d.spinning--
 	for {
-		s.sh.mu.Lock()
 		if d.ctx.Err() != nil {
-			delete(s.sh.sessions, s.key)
-			s.sh.mu.Unlock()
+			d.workers--
+			d.mu.Unlock()
 			return nil
 		}
-		if s.head < len(s.queue) {
-			it := s.queue[s.head]
-			s.queue[s.head] = nil
-			s.head++
-			if s.head == len(s.queue) {
-				s.queue, s.head = s.queue[:0], 0 // reuse the array
+		if d.runqHead < len(d.runq) {
+			s := d.runq[d.runqHead]
+			d.runq[d.runqHead] = nil
+			d.runqHead++
+			if d.runqHead == len(d.runq) {
+				d.runq, d.runqHead = d.runq[:0], 0
+			} else {
+				d.wakeLocked() // more is waiting: let another worker see it
 			}
-			s.sh.mu.Unlock()
-			if it.gen != it.part.gen.Load() {
-				continue // revoked or rewound since dispatch
-			}
-			return it
+			d.mu.Unlock()
+			return s
 		}
-		s.sh.mu.Unlock()
+		d.idle = append(d.idle, w)
+		d.mu.Unlock()
 		idle.Reset(d.cfg.idleSession)
 		select {
-		case <-s.wake:
+		case <-w.wake:
+			idle.Stop()
+			d.mu.Lock() // woken: spinning was counted for us
+			d.spinning--
 			continue
 		case <-idle.C:
 		}
-		s.sh.mu.Lock()
-		if s.head == len(s.queue) {
-			delete(s.sh.sessions, s.key)
-			s.sh.mu.Unlock()
-			s.cancel()
+		d.mu.Lock()
+		if i := indexWorker(d.idle, w); i >= 0 {
+			d.idle = append(d.idle[:i], d.idle[i+1:]...)
+			d.workers--
+			d.mu.Unlock()
 			return nil
 		}
-		s.sh.mu.Unlock()
+		// Woken as the timer fired: take the wake.
+		d.mu.Unlock()
+		<-w.wake
+		d.mu.Lock()
+		d.spinning--
 	}
 }
 
-// handle runs the handler with retries; the item goes back to the loop
-// finished (outputs or a dead-letter record) unless it went stale.
-func (d *dispatcher) handle(s *session, it *item) {
-	cfg := d.cfg
-	d.resetSessionCtx(s)
-	var span trace.Span
-	var spanCtx context.Context
-	if d.tracer != nil {
-		spanCtx, span = startHandle(context.Background(), d.tracer, it)
-		defer func() {
-			if span != nil { // stale, stuck or stopping: no outputs from here
-				abandonHandle(span, it)
-			}
-		}()
-	}
-	// finish hands it back to the loop, ending its span first: once the
-	// loop has it, the session must not touch it.
-	finish := func(reason string, err error) {
-		if span != nil {
-			endHandle(spanCtx, span, it, reason, err)
-			span = nil
+func indexWorker(ws []*worker, w *worker) int {
+	for i, x := range ws {
+		if x == w {
+			return i
 		}
-		d.complete(it)
 	}
+	return -1
+}
+
+func (d *dispatcher) work(w *worker) {
+	defer d.wg.Done()
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
 	for {
-		it.outputs, it.writes = it.outputs[:0], it.writes[:0]
-		it.attempts++
-		ctx := s.ctx
-		if span != nil {
-			ctx = trace.ContextWithSpan(ctx, span)
-		}
-		if it.part.state != nil || it.part.dedupe != nil {
-			ctx = context.WithValue(ctx, itemKey{}, it)
-		}
-		err := cfg.handler(ctx, it.rec, it)
-		if err == nil {
-			err = d.checkOutputs(it)
-		}
-		if err == nil {
-			publishWrites(it)
-			finish("", nil)
+		s := d.take(w, idle)
+		if s == nil {
 			return
 		}
-		if it.stuck.Load() || d.ctx.Err() != nil {
-			d.resetSessionCtx(s)
-			return // the loop already dead-lettered it, or we are stopping
-		}
-		now := cfg.clock.Now()
-		if it.firstFailure.IsZero() {
-			it.firstFailure = now
-		}
-		var perm *PermanentError
-		switch {
-		case errors.As(err, &perm) || (cfg.permanent != nil && cfg.permanent(err)):
-			it.outputs, it.writes = it.outputs[:0], it.writes[:0]
-			it.dlq = deadLetter(cfg.dlq, it, reasonPermanent, err, it.attempts, it.firstFailure)
-			finish(reasonPermanent, err)
-			return
-		case cfg.retry.exhausted(it.attempts, now.Sub(it.firstFailure)):
-			it.outputs, it.writes = it.outputs[:0], it.writes[:0]
-			it.dlq = deadLetter(cfg.dlq, it, reasonRetriesExhausted, err, it.attempts, it.firstFailure)
-			finish(reasonRetriesExhausted, err)
-			return
-		}
-		d.retries.Add(1)
-		if span != nil {
-			retryEvent(span, it.attempts, err)
-		}
-		select {
-		case <-cfg.clock.After(cfg.retry.delay(it.attempts)):
-		case <-s.ctx.Done():
-		}
-		if it.gen != it.part.gen.Load() {
-			return // revoked while backing off
-		}
+		d.runTurn(w, s)
+		d.mu.Lock()
+		d.spinning++ // take counts this worker as on its way back
+		d.mu.Unlock()
 	}
 }
 
-var errNoTopic = errors.New("processor: emitted record has no topic and no default output topic is set")
+// activeSessions counts sessions with records queued, running or backing
+// off.
+func (d *dispatcher) activeSessions() int { return int(d.active.Load()) }
 
-func (d *dispatcher) checkOutputs(it *item) error {
-	if d.cfg.output != "" {
-		return nil
+// stop cancels every handler and waits for the workers and backoffs.
+func (d *dispatcher) stop() {
+	d.cancel()
+	d.mu.Lock()
+	for _, w := range d.idle {
+		d.spinning++
+		w.wake <- struct{}{}
 	}
-	for _, r := range it.outputs {
-		if r.Topic == "" {
-			return Permanent(errNoTopic)
-		}
-	}
-	return nil
+	d.idle = nil
+	d.mu.Unlock()
+	d.wg.Wait()
 }
 
-// resetSessionCtx gives the session a fresh context after a stuck record's
-// was canceled.
-func (d *dispatcher) resetSessionCtx(s *session) {
-	if s.ctx.Err() == nil || d.ctx.Err() != nil {
-		return
-	}
-	s.sh.mu.Lock()
-	s.ctx, s.cancel = context.WithCancel(d.ctx)
-	s.sh.mu.Unlock()
-}
-
-// cancelStuck cancels the handler context of a stuck record's session.
+// cancelStuck cancels the handler context of a stuck record, or cuts its
+// backoff short. A record not started yet is dropped by its worker.
 func cancelStuck(it *item) {
 	s := it.sess
+	if s == nil {
+		return // not dispatched
+	}
 	s.sh.mu.Lock()
-	s.cancel()
-	s.sh.mu.Unlock()
+	defer s.sh.mu.Unlock()
+	if s.cur != it {
+		return
+	}
+	switch s.state {
+	case sessionRunning:
+		s.w.cancel()
+	case sessionWaiting:
+		if s.kick != nil {
+			close(s.kick)
+			s.kick = nil
+		}
+	}
 }

@@ -9,13 +9,14 @@
 // # Ordering and parallelism
 //
 // Records of one session (by default the record key) are handled one at a
-// time, in offset order, on the session's own goroutine; different sessions
-// run in parallel. A session goroutine starts with the session's first
-// record and ends after an idle timeout. Transient errors are retried on
-// that goroutine with exponential backoff and jitter, so later records of
-// the session wait while other sessions go on; permanent errors, exhausted
-// retries and (optionally) stuck records go to the dead-letter topic, in the
-// same transaction, with headers saying why.
+// time, in offset order; different sessions run in parallel on a pool of
+// worker goroutines that grows while handlers block and shrinks when idle.
+// A session costs memory only while it has records. Transient errors are
+// retried with exponential backoff and jitter; while a session backs off
+// it gives up its worker, and its later records wait while other sessions
+// go on. Permanent errors, exhausted retries and (optionally) stuck records
+// go to the dead-letter topic, in the same transaction, with headers saying
+// why.
 //
 // # Commits
 //

@@ -39,7 +39,7 @@ func (l *lifetime) handleEvents(ctx context.Context) error {
 		}
 	}
 	if len(resume) > 0 {
-		l.s.Client().ResumeFetchPartitions(resume)
+		l.s.ResumeFetchPartitions(resume)
 	}
 	if rebalanced {
 		l.p.stats.rebalances.Add(1)

@@ -34,12 +34,15 @@ type committedInfo struct {
 type lifetime struct {
 	p     *Processor
 	cfg   *config
-	s     *txn.Session
+	s     txnClient
 	gate  openGate // holds a transaction's records behind its first
 	parts map[tp]*partition
 	comps []*item
 
 	nextCommit time.Time
+	// now is the clock's time after the last poll (or drain wait): one
+	// reading per loop step serves every record of the step.
+	now        time.Time
 	rebalanced bool // a rebalance ran since the last commit
 
 	pendingRebalance atomic.Bool
@@ -67,17 +70,9 @@ type lifetime struct {
 }
 
 func (p *Processor) runLifetime(ctx context.Context) error {
-	l := &lifetime{p: p, cfg: &p.cfg, parts: make(map[tp]*partition), fetched: make(map[tp]committedInfo),
-		restored: make(chan restoreResult, 64), runs: make(map[tp]*restoreRun), clNext: make(map[tp]int64), listedEnds: make(map[tp]int64)}
+	l := p.newLifetime(ctx)
+	defer l.stopRestores()
 	cfg := l.cfg
-	var restoreCtx context.Context
-	restoreCtx, l.stopRestore = context.WithCancel(ctx)
-	defer func() {
-		l.stopRestore()
-		l.restoreWG.Wait()
-	}()
-	l.restoreCtx = restoreCtx
-	l.produceCtx = context.WithoutCancel(ctx)
 	clientOpts := cfg.clientOpts()
 	if topics := cfg.changelogTopics(); len(topics) > 0 {
 		clientOpts = append(clientOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
@@ -107,28 +102,52 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
-	l.s = s
-	gateCtx, stopGate := context.WithCancel(l.produceCtx)
-	l.gate = openGate{
-		send:  func(r *kgo.Record, promise func(*kgo.Record, error)) { s.Produce(l.produceCtx, r, promise) },
-		flush: s.Client().Flush,
-		wake:  p.wakePoll,
-		ctx:   gateCtx,
-	}
+	stopGate := l.connect(sessionClient{s})
 	var refreshWG sync.WaitGroup
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer func() {
 		stopRefresh()
 		refreshWG.Wait()
 		stopGate()
-		l.gate.wait()
 		l.staleAll()
 		s.Close()
 	}()
 	if p.metrics != nil {
-		refreshWG.Go(func() { l.refreshEnds(refreshCtx) })
+		refreshWG.Go(func() { l.refreshEnds(refreshCtx, s.Client()) })
 	}
 	return l.run(ctx)
+}
+
+// newLifetime builds a lifetime without its client (see connect).
+func (p *Processor) newLifetime(ctx context.Context) *lifetime {
+	l := &lifetime{p: p, cfg: &p.cfg, parts: make(map[tp]*partition), fetched: make(map[tp]committedInfo),
+		restored: make(chan restoreResult, 64), runs: make(map[tp]*restoreRun), clNext: make(map[tp]int64), listedEnds: make(map[tp]int64)}
+	l.restoreCtx, l.stopRestore = context.WithCancel(ctx)
+	l.produceCtx = context.WithoutCancel(ctx)
+	return l
+}
+
+// stopRestores cancels the lifetime's restores and waits for them.
+func (l *lifetime) stopRestores() {
+	l.stopRestore()
+	l.restoreWG.Wait()
+}
+
+// connect gives the lifetime its client. The returned func ends the open
+// gate's goroutines; call it before closing the client.
+func (l *lifetime) connect(s txnClient) (stop func()) {
+	l.s = s
+	gateCtx, stopGate := context.WithCancel(l.produceCtx)
+	l.gate = openGate{
+		send:  func(r *kgo.Record, promise func(*kgo.Record, error)) { s.Produce(l.produceCtx, r, promise) },
+		flush: s.Flush,
+		wake:  l.p.wakePoll,
+		ctx:   gateCtx,
+	}
+	return func() {
+		stopGate()
+		l.gate.wait()
+	}
 }
 
 func (l *lifetime) run(ctx context.Context) error {
@@ -196,6 +215,7 @@ func (l *lifetime) poll(ctx context.Context) error {
 	}
 	fs := l.s.Poll(pctx, room)
 	l.p.pollWake.Store(nil)
+	l.now = l.cfg.clock.Now()
 	var fatal error
 	fs.EachError(func(topic string, partition int32, err error) {
 		switch {
@@ -215,8 +235,7 @@ func (l *lifetime) poll(ctx context.Context) error {
 }
 
 func (l *lifetime) intake(fs kgo.Fetches) error {
-	cfg := l.cfg
-	now := cfg.clock.Now()
+	now := l.now
 	var consumed, skipped int64
 	var err error
 	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
@@ -230,27 +249,9 @@ func (l *lifetime) intake(fs kgo.Fetches) error {
 		if ftp.Err == nil {
 			p.hwm = max(p.hwm, ftp.HighWatermark)
 		}
-		gen := p.gen.Load()
-		for _, r := range ftp.Records {
-			isNew, finished := p.accept(r.Offset)
-			if !isNew {
-				continue
-			}
-			consumed++
-			if finished {
-				skipped++
-				if len(p.pending) > 0 {
-					p.appendDone(&item{rec: r, part: p, gen: gen, done: true})
-				}
-				continue
-			}
-			it := &item{rec: r, part: p, gen: gen, fetched: now}
-			if len(p.pending) == 0 {
-				p.headSince = now
-			}
-			p.pending = append(p.pending, it)
-			p.undispatched = append(p.undispatched, it)
-		}
+		c, s := p.track(ftp.Records, now)
+		consumed += c
+		skipped += s
 		if e := l.dispatchWindow(p); e != nil && err == nil {
 			err = e
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
 )
 
@@ -90,7 +91,7 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		counter("dedupe_restored_marks_total", "Dedupe changelog records replayed into the dedupe store (Stats.MarksRestored).", s.marksRestored.Load),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "active_sessions", ConstLabels: constLabels,
-			Help: "Live session goroutines (Stats.ActiveSessions).",
+			Help: "Sessions with records queued, running or backing off (Stats.ActiveSessions).",
 		}, func() float64 { return float64(p.d.activeSessions()) }),
 	}
 	// One counter per reason, under one name: the reasons are fixed, so
@@ -169,8 +170,8 @@ func (m *metrics) unpublish(k tp) {
 // refreshEnds lists the input partitions' end offsets every
 // lagRefreshInterval until ctx is done, for publish. It runs on its own
 // goroutine, off the loop.
-func (l *lifetime) refreshEnds(ctx context.Context) {
-	adm := kadm.NewClient(l.s.Client())
+func (l *lifetime) refreshEnds(ctx context.Context, cl *kgo.Client) {
+	adm := kadm.NewClient(cl)
 	t := time.NewTicker(lagRefreshInterval)
 	defer t.Stop()
 	for {

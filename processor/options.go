@@ -199,8 +199,9 @@ func WithOrdering(o Ordering) Opt { return func(c *config) { c.ordering = o } }
 // Default: the record key.
 func WithSessionKey(fn func(*kgo.Record) []byte) Opt { return func(c *config) { c.sessionKey = fn } }
 
-// WithIdleSessionTimeout sets how long a session's goroutine waits for more
-// records before it ends. Default 10s.
+// WithIdleSessionTimeout sets how long an idle worker goroutine waits for
+// a session with records before it ends (sessions themselves hold no
+// goroutine). Default 10s.
 func WithIdleSessionTimeout(d time.Duration) Opt { return func(c *config) { c.idleSession = d } }
 
 // WithStuckTimeout makes a record that stays unfinished this long go to the

@@ -1,11 +1,13 @@
 package processor
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
 )
@@ -28,6 +30,8 @@ type item struct {
 	writes       []stateWrite
 	lane         [8]byte // session key of Unordered
 	sess         *session
+	span         trace.Span // the handle span, from the first attempt on (tracing only)
+	spanCtx      context.Context
 
 	// Set by the loop before dispatch (screen); eventID is read by the
 	// handler too, through its context. A duplicate, or a record that
@@ -92,6 +96,40 @@ func (p *partition) buffered() int { return len(p.pending) + len(p.held) }
 
 // unfinished counts dispatched records not finished yet.
 func (p *partition) unfinished() int { return len(p.pending) - len(p.undispatched) - p.done }
+
+// track queues newly fetched records. Refetched ones (after a rewind) are
+// ignored and ones an earlier transaction finished are done at once. The
+// items of one fetch share one allocation.
+func (p *partition) track(recs []*kgo.Record, now time.Time) (consumed, skipped int64) {
+	gen := p.gen.Load()
+	var slab []item
+	for i, r := range recs {
+		isNew, finished := p.accept(r.Offset)
+		if !isNew {
+			continue
+		}
+		consumed++
+		if finished {
+			skipped++
+			if len(p.pending) > 0 {
+				p.appendDone(&item{rec: r, part: p, gen: gen, done: true})
+			}
+			continue
+		}
+		if len(slab) == 0 {
+			slab = make([]item, len(recs)-i)
+		}
+		it := &slab[0]
+		slab = slab[1:]
+		it.rec, it.part, it.gen, it.fetched = r, p, gen, now
+		if len(p.pending) == 0 {
+			p.headSince = now
+		}
+		p.pending = append(p.pending, it)
+		p.undispatched = append(p.undispatched, it)
+	}
+	return consumed, skipped
+}
 
 // accept reports whether an offset is new (not refetched after a rewind),
 // and whether an earlier transaction already finished it.

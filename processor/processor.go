@@ -181,7 +181,7 @@ type Stats struct {
 	// PositionRegressions counts partitions that WithPositionGuard resumed
 	// from the position log because the group served an older position.
 	PositionRegressions int64
-	ActiveSessions      int
+	ActiveSessions      int // sessions with records queued, running or backing off
 }
 
 type counters struct {

@@ -1,0 +1,301 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/offsetmeta"
+)
+
+// loopHarness drives one lifetime's loop steps by hand against a
+// fakeClient: fetch, dispatch, completion, commit, abort and revoke are
+// tested without a broker.
+type loopHarness struct {
+	t *testing.T
+	p *Processor
+	l *lifetime
+	c *fakeClient
+}
+
+func newLoopHarness(t *testing.T, h Handler, opts ...Opt) *loopHarness {
+	t.Helper()
+	p, err := New(append([]Opt{WithBrokers("x"), WithGroup("g"), WithInstanceID("i"), WithInputTopics("in"),
+		WithOutputTopic("out"), WithDLQTopic("dlq"), WithHandler(h)}, opts...)...)
+	require.NoError(t, err)
+	l := p.newLifetime(context.Background())
+	c := newFakeClient()
+	stopGate := l.connect(c)
+	t.Cleanup(func() {
+		l.staleAll()
+		p.d.stop()
+		stopGate()
+		l.stopRestores()
+	})
+	return &loopHarness{t: t, p: p, l: l, c: c}
+}
+
+// records returns input records at offsets [from, to) of sessions s0..s(n-1).
+func records(from, to int64, sessions int) []*kgo.Record {
+	var rs []*kgo.Record
+	for o := from; o < to; o++ {
+		rs = append(rs, &kgo.Record{Topic: "in", Offset: o, Key: fmt.Appendf(nil, "s%d", o%int64(sessions)), Value: fmt.Appendf(nil, "%d", o)})
+	}
+	return rs
+}
+
+// intake hands records of in/0 to the loop as one fetch.
+func (h *loopHarness) intake(recs ...*kgo.Record) {
+	h.t.Helper()
+	require.NoError(h.t, h.l.intake(fetchesOf("in", 0, recs)))
+}
+
+// settle drains completions until cond holds.
+func (h *loopHarness) settle(cond func() bool) {
+	h.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		require.NoError(h.t, h.l.drain(context.Background()))
+		if cond() {
+			return
+		}
+		select {
+		case <-h.p.compWake:
+		case <-deadline:
+			h.t.Fatalf("loop did not settle: %d unfinished, %d held", h.l.unfinished(), len(h.part().held))
+		}
+	}
+}
+
+func (h *loopHarness) idle() bool { return h.l.unfinished() == 0 }
+
+func (h *loopHarness) part() *partition { return h.l.parts[tp{"in", 0}] }
+
+func (h *loopHarness) commit() {
+	h.t.Helper()
+	require.NoError(h.t, h.l.commit(context.Background()))
+}
+
+// committed returns the committed offset of in/0 and the finished ranges
+// its metadata holds.
+func (h *loopHarness) committed() (int64, []offsetmeta.Range) {
+	h.t.Helper()
+	off, meta, ok := h.c.committed("in", 0)
+	require.True(h.t, ok, "in/0 was not committed")
+	done, err := offsetmeta.Decode(off, meta)
+	require.NoError(h.t, err)
+	return off, done
+}
+
+// outputValues returns the values of committed outputs per key, in order.
+func (h *loopHarness) outputValues() map[string][]string {
+	out := make(map[string][]string)
+	for _, r := range h.c.outputs {
+		if r.Topic == "out" {
+			out[string(r.Key)] = append(out[string(r.Key)], string(r.Value))
+		}
+	}
+	return out
+}
+
+func copyToOutput(_ context.Context, r *kgo.Record, out Emitter) error {
+	out.Emit(&kgo.Record{Value: r.Value})
+	return nil
+}
+
+// blocker is a handler that blocks the records whose offsets it holds
+// until they are released.
+type blocker struct {
+	mu    sync.Mutex
+	gates map[int64]chan struct{}
+}
+
+func newBlocker(offsets ...int64) *blocker {
+	b := &blocker{gates: make(map[int64]chan struct{})}
+	for _, o := range offsets {
+		b.gates[o] = make(chan struct{})
+	}
+	return b
+}
+
+func (b *blocker) release(o int64) { close(b.gates[o]) }
+
+func (b *blocker) handle(ctx context.Context, r *kgo.Record, out Emitter) error {
+	b.mu.Lock()
+	g := b.gates[r.Offset]
+	b.mu.Unlock()
+	if g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return copyToOutput(ctx, r, out)
+}
+
+func TestLoopCommitsFinishedRecordsInSessionOrder(t *testing.T) {
+	h := newLoopHarness(t, copyToOutput)
+	h.intake(records(0, 100, 7)...)
+	h.settle(h.idle)
+	h.commit()
+	off, done := h.committed()
+	require.Equal(t, int64(100), off)
+	require.Empty(t, done)
+	out := h.outputValues()
+	for s := range 7 {
+		var want []string
+		for o := int64(s); o < 100; o += 7 {
+			want = append(want, fmt.Sprint(o))
+		}
+		require.Equal(t, want, out[fmt.Sprintf("s%d", s)], "session s%d", s)
+	}
+	require.Equal(t, int64(100), h.p.Stats().Outputs)
+}
+
+func TestLoopCommitPointStopsAtUnfinishedRecord(t *testing.T) {
+	b := newBlocker(3)
+	h := newLoopHarness(t, b.handle)
+	h.intake(records(0, 20, 5)...)
+	// Everything but offset 3 and the later records of its session (8,
+	// 13, 18), which wait behind it.
+	h.settle(func() bool { return h.l.unfinished() == 4 && h.part().done == 20-4-3 })
+	h.commit()
+	off, done := h.committed()
+	require.Equal(t, int64(3), off)
+	require.Equal(t, []offsetmeta.Range{{Start: 4, End: 8}, {Start: 9, End: 13}, {Start: 14, End: 18}, {Start: 19, End: 20}}, done)
+
+	b.release(3)
+	h.settle(h.idle)
+	h.commit()
+	off, done = h.committed()
+	require.Equal(t, int64(20), off)
+	require.Empty(t, done)
+	require.Equal(t, []string{"3", "8", "13", "18"}, h.outputValues()["s3"])
+}
+
+func TestLoopAbortRewindsAndRedoesOnce(t *testing.T) {
+	h := newLoopHarness(t, copyToOutput)
+	h.intake(records(0, 10, 2)...)
+	h.settle(h.idle)
+	h.commit()
+	h.intake(records(10, 20, 2)...)
+	h.settle(h.idle)
+	h.c.abortNext = true
+	h.commit()
+	require.Equal(t, 1, h.c.aborts)
+	p := h.part()
+	require.Equal(t, int64(10), p.next, "rewound to the last commit")
+	require.Equal(t, int64(10), h.p.Stats().Reprocessed)
+
+	// The consumer refetches from the committed offset; records below the
+	// rewound position are filtered.
+	h.intake(records(5, 20, 2)...)
+	h.settle(h.idle)
+	h.commit()
+	off, _ := h.committed()
+	require.Equal(t, int64(20), off)
+	var all []string
+	for _, r := range h.c.outputs {
+		all = append(all, string(r.Value))
+	}
+	require.Len(t, all, 20, "each record's output is committed once: %v", all)
+	require.Equal(t, []string{"0", "2", "4", "6", "8", "10", "12", "14", "16", "18"}, h.outputValues()["s0"])
+}
+
+func TestLoopFailedProduceAbortsTransaction(t *testing.T) {
+	h := newLoopHarness(t, copyToOutput)
+	h.c.failNext = fmt.Errorf("record too large")
+	h.intake(records(0, 4, 1)...)
+	h.settle(h.idle)
+	h.commit()
+	require.Zero(t, h.c.commits, "a failed produce must not commit its input's offset")
+	require.Equal(t, 1, h.c.aborts)
+	h.intake(records(0, 4, 1)...)
+	h.settle(h.idle)
+	h.commit()
+	off, _ := h.committed()
+	require.Equal(t, int64(4), off)
+	require.Len(t, h.c.outputs, 4)
+}
+
+func TestLoopHoldsCompletionsWhenMetadataIsFull(t *testing.T) {
+	b := newBlocker(0)
+	// 64 bytes of metadata hold 22 runs; with s0 (even offsets) waiting
+	// behind offset 0, every finished odd offset is a run of its own.
+	h := newLoopHarness(t, b.handle, WithMaxCommitMetadataBytes(64), WithMaxBuffered(200, 1000))
+	h.intake(records(0, 100, 2)...)
+	h.settle(func() bool { return len(h.part().held) == 50-22 })
+	h.l.backpressure()
+	require.True(t, h.c.isPaused("in", 0), "fetching pauses while completions are held")
+	h.commit()
+	off, meta, _ := h.c.committed("in", 0)
+	require.Equal(t, int64(0), off)
+	require.LessOrEqual(t, len(meta), 64)
+	_, done := h.committed()
+	require.Len(t, done, 22)
+
+	b.release(0)
+	h.settle(func() bool { return h.idle() && len(h.part().held) == 0 })
+	h.l.backpressure()
+	require.False(t, h.c.isPaused("in", 0))
+	h.commit()
+	off, done = h.committed()
+	require.Equal(t, int64(100), off)
+	require.Empty(t, done)
+	var odd []string
+	for o := 1; o < 100; o += 2 {
+		odd = append(odd, fmt.Sprint(o))
+	}
+	require.Equal(t, odd, h.outputValues()["s1"], "held completions keep their session's order")
+}
+
+func TestLoopRevokeDropsInFlightWork(t *testing.T) {
+	b := newBlocker(2)
+	h := newLoopHarness(t, b.handle)
+	h.intake(records(0, 6, 3)...)
+	h.settle(func() bool { return h.l.unfinished() == 2 }) // 2, and 5 behind it
+	h.l.onRevoked(context.Background(), nil, map[string][]int32{"in": {0}})
+	require.NoError(t, h.l.handleEvents(context.Background()))
+	require.Nil(t, h.part(), "a revoked partition is forgotten")
+	b.release(2)
+	// Its completion arrives stale and is not produced.
+	deadline := time.After(5 * time.Second)
+	for h.p.d.activeSessions() > 0 {
+		select {
+		case <-deadline:
+			t.Fatal("sessions did not end")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	require.NoError(t, h.l.drain(context.Background()))
+	h.commit()
+	_, _, ok := h.c.committed("in", 0)
+	require.False(t, ok, "a revoked partition's offsets are not committed")
+	for _, r := range h.c.outputs {
+		require.NotEqual(t, "2", string(r.Value))
+	}
+}
+
+func TestLoopSkipsRecordsFinishedByEarlierTransaction(t *testing.T) {
+	h := newLoopHarness(t, copyToOutput)
+	// As if the previous owner committed offset 2 with 3..5 and 7 done.
+	h.l.fetched[tp{"in", 0}] = committedInfo{offset: 2, done: []offsetmeta.Range{{Start: 3, End: 6}, {Start: 7, End: 8}}}
+	h.intake(records(2, 10, 3)...)
+	h.settle(h.idle)
+	h.commit()
+	off, done := h.committed()
+	require.Equal(t, int64(10), off)
+	require.Empty(t, done)
+	var got []string
+	for _, r := range h.c.outputs {
+		got = append(got, string(r.Value))
+	}
+	require.ElementsMatch(t, []string{"2", "6", "8", "9"}, got)
+	require.Equal(t, int64(4), h.p.Stats().SkippedDone)
+}
