@@ -201,9 +201,12 @@ func (l *lifetime) run(ctx context.Context) error {
 }
 
 // poll fetches up to the free buffer room, waiting until the next commit
-// at most. Fetching of full partitions is paused (see backpressure).
+// at most. Fetching of full partitions is paused (see backpressure). One
+// poll takes at most four per-partition bounds per fetching partition, so
+// that memory follows what the partitions can run rather than the total
+// bound: a poll lands in partitions before backpressure can pause them.
 func (l *lifetime) poll(ctx context.Context) error {
-	room := l.cfg.maxBuffer - l.totalBuffered()
+	room := min(l.cfg.maxBuffer-l.totalBuffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.fetching()))
 	pctx, cancel := context.WithDeadline(ctx, l.nextCommit)
 	defer cancel()
 	if room <= 0 {
@@ -358,6 +361,19 @@ func (l *lifetime) newPartition(topic string, id int32, committed int64, done []
 		p.paused, p.pauseLogged, p.hwm = prev.paused, prev.pauseLogged, prev.hwm
 	}
 	return p
+}
+
+// fetching counts the assigned partitions whose fetching is not paused.
+func (l *lifetime) fetching() int {
+	l.mu.Lock()
+	n := max(len(l.fetched), len(l.parts))
+	l.mu.Unlock()
+	for _, p := range l.parts {
+		if p.paused {
+			n--
+		}
+	}
+	return n
 }
 
 func (l *lifetime) totalBuffered() int {
