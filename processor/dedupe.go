@@ -29,53 +29,6 @@ const dedupeKeyOverhead = 1 + 2 + 249 + 4 + 4 + 2 + MaxEffectNameLen
 // of a handler of a processor with WithDedupe.
 var ErrNoDedupe = errors.New("processor: Once needs the handler's context of a processor with WithDedupe")
 
-// WithDedupe skips records whose event ID was already processed: by default
-// the value of the record header HeaderEventID ("event-id"); see
-// WithEventID. This catches duplicates that Kafka's idempotent producer
-// cannot, such as an application that sent the same event twice.
-//
-// A record whose event ID was processed (its transaction committed, or it
-// is earlier in the partition and not yet committed) is completed without
-// running the handler: no outputs, its offset committed, and counted in
-// Stats.DuplicatesSkipped and onceflow_duplicates_skipped_total. The first
-// record of an event ID in a partition wins, also when it is dead-lettered
-// (the event is accounted for there); IDs are per input partition,
-// so producers must send an event's duplicates with the same key. A record
-// without an event ID (no header, or an empty one) is processed normally
-// and never deduplicated. A record whose event ID is longer than
-// opts.MaxIDLen goes to the dead-letter topic with reason
-// "event-id-too-long".
-//
-// Marks are kept in a dedupe store in dir (one for all partitions) and
-// mirrored, inside each transaction, to a changelog topic
-// "<group>-<input topic>-dedupe" with one partition per input partition
-// (created if missing, with cleanup.policy=compact,delete and retention.ms
-// = opts.TTL + opts.BucketWidth, so the changelog forgets IDs about when
-// the store does). A mark is applied to the store only after its
-// transaction commits, so a record whose transaction aborted is not
-// skipped when it comes again; and a partition's marks follow it to its
-// next owner, which restores them from the changelog before handling its
-// records. An ID is remembered for opts.TTL (at most TTL+BucketWidth);
-// a duplicate arriving later is processed again.
-//
-// Handlers can make external effects run once per event with Once. opts
-// may be nil (the dedupe defaults: TTL 7 days). Once's marks are always
-// fsynced (dedupe.Options.SyncOnce), whatever opts says; the marks of
-// committed records need no fsync (opts.Sync, default off): a crash that
-// loses some loses their checkpoint with them, and the restore replays
-// them from the changelog. Default: no deduplication.
-func WithDedupe(dir string, opts *dedupe.Options) Opt {
-	return func(c *config) { c.dedupeDir, c.dedupeOpts, c.dedupeSet = dir, opts, true }
-}
-
-// WithEventID sets how WithDedupe finds a record's event ID: fn returns it,
-// or nil for a record that has none (which is then processed normally).
-// fn must not keep or modify the record. Default: the value of the header
-// HeaderEventID.
-func WithEventID(fn func(*kgo.Record) []byte) Opt {
-	return func(c *config) { c.eventID = fn }
-}
-
 // headerEventID is the default event ID: the first HeaderEventID header.
 func headerEventID(r *kgo.Record) []byte {
 	for _, h := range r.Headers {
