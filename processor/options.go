@@ -194,7 +194,7 @@ func WithDLQTopic(topic string) Opt { return opt(func(c *config) { c.dlq = topic
 // WithRetryPolicy sets the backoff for transient handler errors; zero
 // fields of p take their defaults (see RetryPolicy, which names the Java
 // client settings each field mirrors). Default: DefaultRetryPolicy.
-func WithRetryPolicy(p RetryPolicy) Opt { return opt(func(c *config) { c.retry = p }) }
+func WithRetryPolicy(p RetryPolicy) Opt { return opt(func(c *config) { c.retry = p.resolved() }) }
 
 // WithPermanentErrors sets a classifier: errors for which it returns true
 // go to the dead-letter topic without retries, like Permanent(err). It
