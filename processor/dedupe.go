@@ -3,7 +3,6 @@ package processor
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -24,10 +23,6 @@ const MaxEffectNameLen = 255
 // store's keys (see markKey and effectKey): a tag, the input topic (at most
 // 249 bytes) and partition, an epoch or an effect name.
 const dedupeKeyOverhead = 1 + 2 + 249 + 4 + 4 + 2 + MaxEffectNameLen
-
-// ErrNoDedupe is returned by Once and OnceNamed when ctx is not the context
-// of a handler of a processor with WithDedupe.
-var ErrNoDedupe = errors.New("processor: Once needs the handler's context of a processor with WithDedupe")
 
 // headerEventID is the default event ID: the first HeaderEventID header.
 func headerEventID(r *kgo.Record) []byte {
@@ -90,7 +85,8 @@ func OnceNamed(ctx context.Context, effect string, fn func(ctx context.Context) 
 	return it.part.dedupe.tgt.store.Once(ctx, it.part.dedupe.tgt.effectKey(effect, it.eventID), fn)
 }
 
-// dedupeOptions returns the options the store is opened with.
+// dedupeOptions returns the options the store is opened with: the
+// user's, with the processor's clock and, unless set, logger.
 func (c *config) dedupeOptions() dedupe.Options {
 	var o dedupe.Options
 	if c.dedupeOpts != nil {
@@ -99,6 +95,7 @@ func (c *config) dedupeOptions() dedupe.Options {
 	if o.Logger == nil {
 		o.Logger = c.logger
 	}
+	o.Clock = c.clock
 	o.EnsureDefaults()
 	return o
 }
@@ -129,16 +126,21 @@ func (c *config) validateDedupe() error {
 	if c.eventID == nil { // the default, set here: WithEventID alone is invalid
 		c.eventID = headerEventID
 	}
-	o := c.dedupeOptions()
 	switch {
 	case c.dedupeDir == "":
 		return invalid("WithDedupe: a directory is required")
 	case c.stateDir != "" && c.stateDir == c.dedupeDir:
 		return invalid("WithDedupe and WithStateStore need different directories, both are %q", c.dedupeDir)
-	case o.MaxIDLen > 64<<10-dedupeKeyOverhead:
-		return invalid("WithDedupe: MaxIDLen %d exceeds %d", o.MaxIDLen, 64<<10-dedupeKeyOverhead)
-	case o.BucketWidth > o.TTL:
-		return invalid("WithDedupe: BucketWidth %v exceeds TTL %v", o.BucketWidth, o.TTL)
+	case c.dedupeOpts != nil && c.dedupeOpts.Clock != nil:
+		return invalid("WithDedupe: opts.Clock must be nil: mark times follow the processor's clock (WithClock)")
+	}
+	o := c.dedupeOptions()
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%w: WithDedupe: %w", ErrInvalidOption, err)
+	}
+	if err := storeOptions(o).Validate(); err != nil {
+		return fmt.Errorf("%w: WithDedupe: MaxIDLen %d leaves no room for the processor's %d bytes of key prefix: %w",
+			ErrInvalidOption, o.MaxIDLen, dedupeKeyOverhead, err)
 	}
 	return nil
 }
