@@ -38,6 +38,9 @@ var (
 	ErrFenced = errors.New("txn: fenced by a newer instance with the same transactional ID")
 	// ErrOutcomeUnknown means a commit may or may not have happened.
 	ErrOutcomeUnknown = errors.New("txn: transaction outcome unknown")
+	// ErrInvalidConfig is returned by NewSession for a Config it cannot
+	// use. It has no Class: nothing was contacted.
+	ErrInvalidConfig = errors.New("txn: invalid config")
 )
 
 // Error is a transaction failure with its recovery class.
