@@ -45,7 +45,7 @@ func ExampleNew() {
 				return processor.Permanent(fmt.Errorf("unknown request %q", rec.Value)) // to the DLQ, no retries
 			}
 			out.Emit(&kgo.Record{Value: fmt.Appendf(nil, "%s booked to %s", rec.Key, city)}) // key: the input's
-			return nil // a plain error is retried
+			return nil                                                                       // a plain error is retried
 		}),
 	)
 	if err != nil {

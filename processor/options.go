@@ -57,15 +57,19 @@ type Clock interface {
 	After(d time.Duration) <-chan time.Time
 }
 
+// A Clock is a dedupe.Clock: WithDedupe hands the processor's clock to
+// its dedupe store.
+var _ dedupe.Clock = Clock(nil)
+
 type realClock struct{}
 
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Opt configures a Processor: pass the With… options of this package to
-// New. As franz-go's kgo.Opt, it is an interface with an unexported
-// method, so that only this package makes options, and each is listed
-// under Opt in the package documentation.
+// New, which applies them in order. As franz-go's kgo.Opt, it is an
+// interface with an unexported method: only this package makes options,
+// and the configuration they set stays unexported.
 type Opt interface {
 	apply(*config)
 }
