@@ -44,8 +44,10 @@ func ExampleNew() {
 			if !ok {
 				return processor.Permanent(fmt.Errorf("unknown request %q", rec.Value)) // to the DLQ, no retries
 			}
-			out.Emit(&kgo.Record{Value: fmt.Appendf(nil, "%s booked to %s", rec.Key, city)}) // key: the input's
-			return nil                                                                       // a plain error is retried
+			// An emitted record without a key takes the input's: a
+			// session's outputs stay in one partition, in order.
+			out.Emit(&kgo.Record{Value: fmt.Appendf(nil, "%s booked to %s", rec.Key, city)})
+			return nil // a plain error is retried
 		}),
 	)
 	if err != nil {
