@@ -9,13 +9,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Class says how to recover from a transaction error.
+// Class says how to recover from a transaction error (see the package
+// documentation). The zero Class is no class: not a *Error.
 type Class int
 
 const (
+	// ClassAbortable: abort the transaction (Session.Abort rewinds the
+	// consumer to the last committed offsets) and go on with the Session.
 	ClassAbortable Class = iota + 1
+	// ClassReset: close the Session and build a new one, which resumes
+	// from the committed offsets.
 	ClassReset
+	// ClassFenced: a newer instance holds this transactional identity;
+	// stop. Matches ErrFenced.
 	ClassFenced
+	// ClassOutcomeUnknown: the commit may or may not have happened; close
+	// the Session and build a new one, whose committed offsets say which.
+	// Matches ErrOutcomeUnknown.
 	ClassOutcomeUnknown
 )
 
@@ -46,7 +56,7 @@ var (
 // Error is a transaction failure with its recovery class.
 type Error struct {
 	Class Class
-	Op    string // what failed: "begin", "produce", "commit"
+	Op    string // what failed: "begin", "produce", "flush", "commit", "poll", or CheckFenced's op
 	Err   error
 }
 
