@@ -8,6 +8,10 @@ import (
 // Sentinel errors. Check them with errors.Is; the typed errors below match
 // the sentinel they refine.
 var (
+	// ErrInvalidOptions is returned by Open and Options.Validate for
+	// options that Open cannot use.
+	ErrInvalidOptions = errors.New("dedupe: invalid options")
+
 	// ErrClosed is returned by operations on a closed Store.
 	ErrClosed = errors.New("dedupe: store closed")
 

@@ -35,7 +35,8 @@ var (
 )
 
 // Open opens the store in dir, creating it if dir is missing or empty.
-// opts may be nil. An existing directory that holds pebble files but is not
+// opts may be nil; invalid options (see Options.Validate) fail with an
+// error matching ErrInvalidOptions. An existing directory that holds pebble files but is not
 // a valid dedupe store fails with an error matching ErrCorrupt (or
 // ErrIncompatible for an unknown format version); it is never reinitialised.
 func Open(dir string, opts *Options) (*Store, error) {
@@ -44,7 +45,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		o = *opts
 	}
 	o.EnsureDefaults()
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	fresh, err := isFresh(o.FS, dir)

@@ -22,7 +22,7 @@ const (
 )
 
 // Clock supplies the current time. Tests inject a fake clock to drive
-// retention and expiry deterministically.
+// retention and expiry deterministically. A processor.Clock is a Clock.
 type Clock interface {
 	Now() time.Time
 }
@@ -73,6 +73,8 @@ type Options struct {
 	MaxIDLen int
 
 	// Clock supplies mark and expiry times. Default: the system clock.
+	// processor.WithDedupe sets it to the processor's clock
+	// (processor.WithClock), and rejects options that set it.
 	Clock Clock
 
 	// Logger receives store and pebble diagnostics. Pebble's informational
@@ -146,12 +148,20 @@ func (o *Options) EnsureDefaults() *Options {
 	return o
 }
 
-func (o *Options) validate() error {
-	if o.MaxIDLen > maxIDLenLimit {
-		return fmt.Errorf("dedupe: MaxIDLen %d exceeds limit %d", o.MaxIDLen, maxIDLenLimit)
+// Validate reports whether Open accepts o, with an error matching
+// ErrInvalidOptions if it does not. Zero fields count as their defaults; o
+// is not changed. A nil o is valid (Open's defaults).
+func (o *Options) Validate() error {
+	if o == nil {
+		return nil
 	}
-	if o.BucketWidth > o.TTL {
-		return fmt.Errorf("dedupe: BucketWidth %v exceeds TTL %v", o.BucketWidth, o.TTL)
+	d := *o
+	d.EnsureDefaults()
+	if d.MaxIDLen > maxIDLenLimit {
+		return fmt.Errorf("%w: MaxIDLen %d exceeds limit %d", ErrInvalidOptions, d.MaxIDLen, maxIDLenLimit)
+	}
+	if d.BucketWidth > d.TTL {
+		return fmt.Errorf("%w: BucketWidth %v exceeds TTL %v", ErrInvalidOptions, d.BucketWidth, d.TTL)
 	}
 	return nil
 }

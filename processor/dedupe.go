@@ -3,7 +3,6 @@ package processor
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -24,57 +23,6 @@ const MaxEffectNameLen = 255
 // store's keys (see markKey and effectKey): a tag, the input topic (at most
 // 249 bytes) and partition, an epoch or an effect name.
 const dedupeKeyOverhead = 1 + 2 + 249 + 4 + 4 + 2 + MaxEffectNameLen
-
-// ErrNoDedupe is returned by Once and OnceNamed when ctx is not the context
-// of a handler of a processor with WithDedupe.
-var ErrNoDedupe = errors.New("processor: Once needs the handler's context of a processor with WithDedupe")
-
-// WithDedupe skips records whose event ID was already processed: by default
-// the value of the record header HeaderEventID ("event-id"); see
-// WithEventID. This catches duplicates that Kafka's idempotent producer
-// cannot, such as an application that sent the same event twice.
-//
-// A record whose event ID was processed (its transaction committed, or it
-// is earlier in the partition and not yet committed) is completed without
-// running the handler: no outputs, its offset committed, and counted in
-// Stats.DuplicatesSkipped and onceflow_duplicates_skipped_total. The first
-// record of an event ID in a partition wins, also when it is dead-lettered
-// (the event is accounted for there); IDs are per input partition,
-// so producers must send an event's duplicates with the same key. A record
-// without an event ID (no header, or an empty one) is processed normally
-// and never deduplicated. A record whose event ID is longer than
-// opts.MaxIDLen goes to the dead-letter topic with reason
-// "event-id-too-long".
-//
-// Marks are kept in a dedupe store in dir (one for all partitions) and
-// mirrored, inside each transaction, to a changelog topic
-// "<group>-<input topic>-dedupe" with one partition per input partition
-// (created if missing, with cleanup.policy=compact,delete and retention.ms
-// = opts.TTL + opts.BucketWidth, so the changelog forgets IDs about when
-// the store does). A mark is applied to the store only after its
-// transaction commits, so a record whose transaction aborted is not
-// skipped when it comes again; and a partition's marks follow it to its
-// next owner, which restores them from the changelog before handling its
-// records. An ID is remembered for opts.TTL (at most TTL+BucketWidth);
-// a duplicate arriving later is processed again.
-//
-// Handlers can make external effects run once per event with Once. opts
-// may be nil (the dedupe defaults: TTL 7 days). Once's marks are always
-// fsynced (dedupe.Options.SyncOnce), whatever opts says; the marks of
-// committed records need no fsync (opts.Sync, default off): a crash that
-// loses some loses their checkpoint with them, and the restore replays
-// them from the changelog. Default: no deduplication.
-func WithDedupe(dir string, opts *dedupe.Options) Opt {
-	return func(c *config) { c.dedupeDir, c.dedupeOpts, c.dedupeSet = dir, opts, true }
-}
-
-// WithEventID sets how WithDedupe finds a record's event ID: fn returns it,
-// or nil for a record that has none (which is then processed normally).
-// fn must not keep or modify the record. Default: the value of the header
-// HeaderEventID.
-func WithEventID(fn func(*kgo.Record) []byte) Opt {
-	return func(c *config) { c.eventID = fn }
-}
 
 // headerEventID is the default event ID: the first HeaderEventID header.
 func headerEventID(r *kgo.Record) []byte {
@@ -137,7 +85,8 @@ func OnceNamed(ctx context.Context, effect string, fn func(ctx context.Context) 
 	return it.part.dedupe.tgt.store.Once(ctx, it.part.dedupe.tgt.effectKey(effect, it.eventID), fn)
 }
 
-// dedupeOptions returns the options the store is opened with.
+// dedupeOptions returns the options the store is opened with: the
+// user's, with the processor's clock and, unless set, logger.
 func (c *config) dedupeOptions() dedupe.Options {
 	var o dedupe.Options
 	if c.dedupeOpts != nil {
@@ -146,6 +95,7 @@ func (c *config) dedupeOptions() dedupe.Options {
 	if o.Logger == nil {
 		o.Logger = c.logger
 	}
+	o.Clock = c.clock
 	o.EnsureDefaults()
 	return o
 }
@@ -176,16 +126,21 @@ func (c *config) validateDedupe() error {
 	if c.eventID == nil { // the default, set here: WithEventID alone is invalid
 		c.eventID = headerEventID
 	}
-	o := c.dedupeOptions()
 	switch {
 	case c.dedupeDir == "":
 		return invalid("WithDedupe: a directory is required")
 	case c.stateDir != "" && c.stateDir == c.dedupeDir:
 		return invalid("WithDedupe and WithStateStore need different directories, both are %q", c.dedupeDir)
-	case o.MaxIDLen > 64<<10-dedupeKeyOverhead:
-		return invalid("WithDedupe: MaxIDLen %d exceeds %d", o.MaxIDLen, 64<<10-dedupeKeyOverhead)
-	case o.BucketWidth > o.TTL:
-		return invalid("WithDedupe: BucketWidth %v exceeds TTL %v", o.BucketWidth, o.TTL)
+	case c.dedupeOpts != nil && c.dedupeOpts.Clock != nil:
+		return invalid("WithDedupe: opts.Clock must be nil: mark times follow the processor's clock (WithClock)")
+	}
+	o := c.dedupeOptions()
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%w: WithDedupe: %w", ErrInvalidOption, err)
+	}
+	if err := storeOptions(o).Validate(); err != nil {
+		return fmt.Errorf("%w: WithDedupe: MaxIDLen %d leaves no room for the processor's %d bytes of key prefix: %w",
+			ErrInvalidOption, o.MaxIDLen, dedupeKeyOverhead, err)
 	}
 	return nil
 }

@@ -335,11 +335,11 @@ func TestDedupeAbortLeavesNoMarks(t *testing.T) {
 func TestDedupeExpiry(t *testing.T) {
 	c := kafkatest.New(t)
 	pl := newPipeline(t, c, 1, 10, 10)
-	var mu sync.Mutex
-	now := time.Now()
-	clock := dedupe.ClockFunc(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	dopts := &dedupe.Options{TTL: time.Hour, BucketWidth: time.Minute, Clock: clock}
+	// The processor's clock (WithClock) drives the mark times and the
+	// dedupe store's expiry.
+	clock := &fakeClock{now: time.Now()}
+	advance := clock.advance
+	dopts := &dedupe.Options{TTL: time.Hour, BucketWidth: time.Minute}
 	var outputs atomic.Int64
 	h := func(ctx context.Context, r *kgo.Record, out processor.Emitter) error {
 		outputs.Add(1)
@@ -352,7 +352,7 @@ func TestDedupeExpiry(t *testing.T) {
 		t.Helper()
 		require.Eventually(t, func() bool { return r.p.Stats().Outputs >= n }, 30*time.Second, 5*time.Millisecond)
 	}
-	a := start(t, append(pl.opts("i1", h), processor.WithDedupe(t.TempDir(), dopts))...)
+	a := start(t, append(pl.opts("i1", h), processor.WithClock(clock), processor.WithDedupe(t.TempDir(), dopts))...)
 	pl.produceEvents(t, 0, 1)
 	waitOut(a, 2)
 	advance(30 * time.Minute)
@@ -367,7 +367,7 @@ func TestDedupeExpiry(t *testing.T) {
 	// A fresh directory restores the marks with their times: 0 and 1 were
 	// marked 70 minutes ago (0 was skipped, not marked again, at 30), 1
 	// again, 2 and 3 within the hour.
-	b := start(t, append(pl.opts("i1", h), processor.WithDedupe(t.TempDir(), dopts))...)
+	b := start(t, append(pl.opts("i1", h), processor.WithClock(clock), processor.WithDedupe(t.TempDir(), dopts))...)
 	pl.produceEvents(t, 0, 1, 2, 3, 4)
 	waitOut(b, 2) // 0 and 4
 	require.Eventually(t, func() bool { return b.p.Stats().DuplicatesSkipped == 3 }, 30*time.Second, 5*time.Millisecond)
@@ -453,10 +453,40 @@ func TestDedupeInvalidOptions(t *testing.T) {
 		"different directories":        {processor.WithDedupe("d", nil), processor.WithStateStore("d", nil)},
 		"BucketWidth":                  {processor.WithDedupe("d", &dedupe.Options{TTL: time.Minute, BucketWidth: time.Hour})},
 		"MaxIDLen":                     {processor.WithDedupe("d", &dedupe.Options{MaxIDLen: 64 << 10})},
+		"opts.Clock must be nil":       {processor.WithDedupe("d", &dedupe.Options{Clock: dedupe.ClockFunc(time.Now)})},
 	}
 	for want, bad := range cases {
 		_, err := processor.New(append(base[:len(base):len(base)], bad...)...)
 		require.ErrorIs(t, err, processor.ErrInvalidOption, want)
 		require.Contains(t, err.Error(), want)
 	}
+	// What dedupe.Options.Validate rejects, for the user's options or for
+	// the store's (whose MaxIDLen adds the processor's key prefix), fails
+	// with its error.
+	for _, o := range []*dedupe.Options{{TTL: time.Minute, BucketWidth: time.Hour}, {MaxIDLen: 64<<10 + 1}, {MaxIDLen: 64 << 10}} {
+		_, err := processor.New(append(base[:len(base):len(base)], processor.WithDedupe("d", o))...)
+		require.ErrorIs(t, err, processor.ErrInvalidOption)
+		require.ErrorIs(t, err, dedupe.ErrInvalidOptions)
+	}
+}
+
+// fakeClock is a processor.Clock whose time moves only when told to; its
+// timers run on real time.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }

@@ -45,7 +45,7 @@ func TestPoisonToDLQ(t *testing.T) {
 			return copyHandler(ctx, r, out)
 		}
 		opts := append(pl.opts("i1", h), processor.WithRetryPolicy(processor.RetryPolicy{
-			Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, MaxAttempts: 3,
+			Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, Jitter: -1, MaxAttempts: 3,
 		}))
 		r := start(t, opts...)
 		pl.waitDone(t, 60*time.Second)

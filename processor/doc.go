@@ -4,7 +4,13 @@
 // A Processor consumes its input topics read_committed, hands each record
 // to a Handler and commits the records the handler emitted, any dead-letter
 // records and the input offsets in one Kafka transaction (see package txn
-// for identities, fencing and the error taxonomy).
+// for identities, fencing and the error taxonomy). For a loop of your own
+// instead of a handler per record, use package txn directly; statestore
+// and dedupe, which back WithStateStore and WithDedupe, work on their own
+// too.
+//
+// New takes the With… options (see Opt); each one's documentation gives
+// its default and the Kafka or Kafka Streams setting it corresponds to.
 //
 // # Ordering and parallelism
 //

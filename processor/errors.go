@@ -29,6 +29,10 @@ var (
 
 	// ErrAlreadyRun is returned by a second call to Run.
 	ErrAlreadyRun = errors.New("processor: Run called twice")
+
+	// ErrNoDedupe is returned by Once and OnceNamed when ctx is not the
+	// context of a handler of a processor with WithDedupe.
+	ErrNoDedupe = errors.New("processor: Once needs the handler's context of a processor with WithDedupe")
 )
 
 // PermanentError marks a handler error that retrying cannot fix; the record

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflow/onceflow/internal/readback"
 	"github.com/onceflow/onceflow/processor"
 )
 
@@ -89,9 +88,15 @@ func ExampleOnce() {
 	cancel()
 	<-done
 
-	events, _ := readback.ReadCommitted(context.Background(), brokers, "payments")
-	for _, e := range events {
-		fmt.Println(string(e.Value))
+	// What a read_committed consumer of the output sees.
+	rd, _ := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("payments"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	defer rd.Close()
+	for seen := 0; seen < 2; {
+		rd.PollFetches(context.Background()).EachRecord(func(r *kgo.Record) {
+			seen++
+			fmt.Println(string(r.Value))
+		})
 	}
 	fmt.Println("endpoint calls:", calls.Load(), "duplicates skipped:", p.Stats().DuplicatesSkipped)
 	// Output:

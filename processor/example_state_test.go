@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflow/onceflow/internal/readback"
 	"github.com/onceflow/onceflow/processor"
 	"github.com/onceflow/onceflow/statestore"
 )
@@ -59,18 +57,21 @@ func ExampleStateFrom() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
-	for {
-		events, _ := readback.ReadCommitted(context.Background(), brokers, "events")
-		if len(events) == 2 {
-			for _, e := range events {
-				fmt.Println(string(e.Value))
-			}
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	// What a read_committed consumer of the output sees.
+	rd, _ := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("events"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	defer rd.Close()
+	for seen := 0; seen < 2; {
+		rd.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			seen++
+			fmt.Println(string(r.Value))
+		})
 	}
 	cancel()
 	<-done
+
+	// The processor's store holds the committed state; with the
+	// processor stopped, it can be opened to inspect it.
 
 	store, _ := statestore.Open(dir, nil)
 	defer store.Close()

@@ -87,7 +87,7 @@ func TestMetricsAgreeWithStats(t *testing.T) {
 		}
 		reg := prometheus.NewRegistry()
 		opts := append(pl.opts("i1", h), processor.WithMetrics(reg), processor.WithRetryPolicy(processor.RetryPolicy{
-			Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, MaxAttempts: 5,
+			Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, Jitter: -1, MaxAttempts: 5,
 		}))
 		r := start(t, opts...)
 		pl.waitDone(t, 60*time.Second)

@@ -49,19 +49,35 @@ const (
 // UnorderedLanes is the parallelism of Unordered.
 const UnorderedLanes = 1024
 
-// Clock is the time source for retry backoff and stuck detection.
+// Clock is the processor's time source: retry backoff, stuck detection,
+// the age of buffered records and, with WithDedupe, the mark times of
+// event IDs and their expiry. It satisfies dedupe.Clock.
 type Clock interface {
 	Now() time.Time
 	After(d time.Duration) <-chan time.Time
 }
+
+// A Clock is a dedupe.Clock: WithDedupe hands the processor's clock to
+// its dedupe store.
+var _ dedupe.Clock = Clock(nil)
 
 type realClock struct{}
 
 func (realClock) Now() time.Time                         { return time.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// Opt configures a Processor.
-type Opt func(*config)
+// Opt configures a Processor: pass the With… options of this package to
+// New, which applies them in order. As franz-go's kgo.Opt, it is an
+// interface with an unexported method: only this package makes options,
+// and the configuration they set stays unexported.
+type Opt interface {
+	apply(*config)
+}
+
+// opt is an Opt made of a function.
+type opt func(*config)
+
+func (o opt) apply(c *config) { o(c) }
 
 type config struct {
 	brokers            []string
@@ -131,149 +147,285 @@ func defaults() config {
 	}
 }
 
-// WithBrokers sets the seed brokers (bootstrap.servers). Required.
-func WithBrokers(brokers ...string) Opt { return func(c *config) { c.brokers = brokers } }
+// Each option's documentation gives its default and the Kafka or Kafka
+// Streams (Java) setting it corresponds to, if there is one. Options are
+// applied in order: a later option of the same kind replaces an earlier
+// one (WithKgoOpts appends).
+
+// Required options.
+
+// WithBrokers sets the seed brokers: the Java client's bootstrap.servers.
+// Required; no default.
+func WithBrokers(brokers ...string) Opt { return opt(func(c *config) { c.brokers = brokers }) }
 
 // WithGroup sets the application name: the consumer group (group.id) and
-// the prefix of the transactional ID. Required.
-func WithGroup(group string) Opt { return func(c *config) { c.group = group } }
+// the prefix of the transactional ID (see txn.ID), as Kafka Streams'
+// application.id is both. Required; no default.
+func WithGroup(group string) Opt { return opt(func(c *config) { c.group = group }) }
 
-// WithInstanceID sets the instance's stable ID (group.instance.id). It is
-// the static group member ID and, with the group, the transactional ID:
-// keep it stable across restarts and unique among live instances.
-// Required.
-func WithInstanceID(id string) Opt { return func(c *config) { c.instanceID = id } }
+// WithInstanceID sets the instance's stable ID: the static group member ID
+// (group.instance.id) and, with the group, the transactional ID
+// (transactional.id = "<group>/<instance ID>", see txn.ID). Keep it stable
+// across restarts and unique among live instances: a pod name of a
+// StatefulSet, say. Kafka Streams derives transactional IDs from the
+// application.id and the process instead, and sets no group.instance.id
+// unless asked to. Required; no default.
+func WithInstanceID(id string) Opt { return opt(func(c *config) { c.instanceID = id }) }
 
-// WithInputTopics sets the topics to consume, read_committed. Required.
-func WithInputTopics(topics ...string) Opt { return func(c *config) { c.inputs = topics } }
+// WithInputTopics sets the topics to consume. They are read with
+// isolation.level=read_committed, which cannot be changed: records of
+// aborted transactions are never handled. As the topics of Kafka Streams'
+// StreamsBuilder.stream. Required; no default.
+func WithInputTopics(topics ...string) Opt { return opt(func(c *config) { c.inputs = topics }) }
 
-// WithOutputTopic sets the topic of emitted records that name none.
-// Default: none (every emitted record must name its topic).
-func WithOutputTopic(topic string) Opt { return func(c *config) { c.output = topic } }
+// WithHandler sets the record handler. Required; no default.
+func WithHandler(h Handler) Opt { return opt(func(c *config) { c.handler = h }) }
+
+// Outputs and failures.
+
+// WithOutputTopic sets the topic of emitted records that name none, as
+// the topic of Kafka Streams' KStream.to. Default: none (every emitted
+// record must name its topic).
+func WithOutputTopic(topic string) Opt { return opt(func(c *config) { c.output = topic }) }
 
 // WithDLQTopic sets the dead-letter topic. Records that fail permanently,
 // exhaust their retries or get stuck are written there, in the same
-// transaction, with headers saying why. Default: none, and Run stops with
-// ErrNoDLQ rather than drop such a record.
-func WithDLQTopic(topic string) Opt { return func(c *config) { c.dlq = topic } }
+// transaction, with headers saying why: Kafka Streams'
+// errors.dead.letter.queue.topic.name (KIP-1034). Default: none, and Run
+// stops with ErrNoDLQ rather than drop such a record.
+func WithDLQTopic(topic string) Opt { return opt(func(c *config) { c.dlq = topic }) }
 
-// WithHandler sets the record handler. Required.
-func WithHandler(h Handler) Opt { return func(c *config) { c.handler = h } }
-
-// WithCommitInterval sets how often the transaction commits
-// (Kafka Streams' commit.interval.ms, which is 100ms under exactly-once).
-// Longer intervals cost less per record and add end-to-end latency.
-// Default 100ms.
-func WithCommitInterval(d time.Duration) Opt { return func(c *config) { c.commitInterval = d } }
-
-// WithTransactionTimeout sets transaction.timeout.ms: how long the
-// coordinator lets a transaction stay open before aborting it. It bounds
-// how long a crashed instance's open transaction can hold up readers.
-// Default 10s (as Kafka Streams under exactly-once; the broker's
-// transaction.max.timeout.ms is 15 minutes).
-func WithTransactionTimeout(d time.Duration) Opt { return func(c *config) { c.txnTimeout = d } }
-
-// WithSessionTimeout sets the group session.timeout.ms. With static
-// membership, a stopped instance keeps its partitions this long, waiting
-// for a restart. Default 45s.
-func WithSessionTimeout(d time.Duration) Opt { return func(c *config) { c.sessionTimeout = d } }
-
-// WithRebalanceTimeout sets the group rebalance timeout (the Java client's
-// max.poll.interval.ms plays this role). Default 60s.
-func WithRebalanceTimeout(d time.Duration) Opt { return func(c *config) { c.rebalanceTimeout = d } }
-
-// WithRetryPolicy sets the backoff for transient handler errors.
-// Default: DefaultRetryPolicy.
-func WithRetryPolicy(p RetryPolicy) Opt { return func(c *config) { c.retry = p } }
+// WithRetryPolicy sets the backoff for transient handler errors; zero
+// fields of p take their defaults (see RetryPolicy, which names the Java
+// client settings each field mirrors). Default: DefaultRetryPolicy.
+func WithRetryPolicy(p RetryPolicy) Opt { return opt(func(c *config) { c.retry = p.resolved() }) }
 
 // WithPermanentErrors sets a classifier: errors for which it returns true
-// go to the dead-letter topic without retries, like Permanent(err).
+// go to the dead-letter topic without retries, like Permanent(err). It
+// plays the part of Kafka Streams' processing.exception.handler
+// (KIP-1033) answering FAIL for such errors, except that the record goes
+// to the dead-letter topic and processing goes on. Default: none (only
+// errors wrapped with Permanent are permanent).
 func WithPermanentErrors(isPermanent func(error) bool) Opt {
-	return func(c *config) { c.permanent = isPermanent }
+	return opt(func(c *config) { c.permanent = isPermanent })
 }
-
-// WithOrdering sets the ordering mode. Default OrderBySession.
-func WithOrdering(o Ordering) Opt { return func(c *config) { c.ordering = o } }
-
-// WithSessionKey sets how OrderBySession finds a record's session.
-// Default: the record key.
-func WithSessionKey(fn func(*kgo.Record) []byte) Opt { return func(c *config) { c.sessionKey = fn } }
-
-// WithIdleSessionTimeout sets how long an idle worker goroutine waits for
-// a session with records before it ends (sessions themselves hold no
-// goroutine). Default 10s.
-func WithIdleSessionTimeout(d time.Duration) Opt { return func(c *config) { c.idleSession = d } }
 
 // WithStuckTimeout makes a record that stays unfinished this long go to the
 // dead-letter topic with reason "stuck", so its partition's commit point
 // moves on: availability over completeness. Its handler's context is
-// canceled. Default 0: off (a stuck record holds its partition's commits).
-func WithStuckTimeout(d time.Duration) Opt { return func(c *config) { c.stuckTimeout = d } }
+// canceled. Needs WithDLQTopic. No Kafka setting does this: the Java
+// client's max.poll.interval.ms expels a stalled consumer from the group
+// instead. Default 0: off (a stuck record holds its partition's commits).
+func WithStuckTimeout(d time.Duration) Opt { return opt(func(c *config) { c.stuckTimeout = d }) }
+
+// Ordering and parallelism.
+
+// WithOrdering sets the ordering mode. Kafka Streams handles each
+// partition in order on one thread, as OrderByPartition does. Default
+// OrderBySession.
+func WithOrdering(o Ordering) Opt { return opt(func(c *config) { c.ordering = o }) }
+
+// WithSessionKey sets how OrderBySession finds a record's session; fn must
+// not keep or modify the record. No Kafka setting. Default: the record
+// key.
+func WithSessionKey(fn func(*kgo.Record) []byte) Opt {
+	return opt(func(c *config) { c.sessionKey = fn })
+}
+
+// WithIdleSessionTimeout sets how long an idle worker goroutine waits for
+// a session with records before it ends (sessions themselves hold no
+// goroutine). No Kafka setting. Default 10s.
+func WithIdleSessionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.idleSession = d }) }
 
 // WithMaxBuffered bounds fetched but unfinished records per partition and
 // in total. Fetching pauses at the bounds; nothing is dropped. The
 // per-partition bound also limits how far past its lowest unfinished record
 // a partition runs ahead, and so the size of the map of finished records in
 // the commit metadata: at 1,000 it stays well inside the broker's default
-// 4096 bytes. Default 1,000 per partition and 100,000 in total.
+// 4096 bytes. The per-partition bound is Kafka Streams'
+// buffered.records.per.partition (default 1000); the total plays the part
+// of its input.buffer.max.bytes, in records. Default 1,000 per partition
+// and 100,000 in total.
 func WithMaxBuffered(perPartition, total int) Opt {
-	return func(c *config) { c.maxPartitionBuffer, c.maxBuffer = perPartition, total }
+	return opt(func(c *config) { c.maxPartitionBuffer, c.maxBuffer = perPartition, total })
 }
+
+// Transactions, commits and the group.
+
+// WithCommitInterval sets how often the transaction commits: Kafka
+// Streams' commit.interval.ms, which is 100ms under exactly-once. Longer
+// intervals cost less per record and add end-to-end latency. It must be
+// shorter than the transaction timeout. Default 100ms.
+func WithCommitInterval(d time.Duration) Opt { return opt(func(c *config) { c.commitInterval = d }) }
+
+// WithTransactionTimeout sets transaction.timeout.ms: how long the
+// coordinator lets a transaction stay open before aborting it. It bounds
+// how long a crashed instance's open transaction can hold up readers.
+// At least 1s. Default 10s (as Kafka Streams under exactly-once; the
+// broker's transaction.max.timeout.ms, 15 minutes by default, caps it).
+func WithTransactionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.txnTimeout = d }) }
+
+// WithSessionTimeout sets the group's session.timeout.ms. With static
+// membership, a stopped instance keeps its partitions this long, waiting
+// for a restart. Default 45s (the Java client's default).
+func WithSessionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.sessionTimeout = d }) }
+
+// WithRebalanceTimeout sets the group rebalance timeout: how long members
+// have to rejoin, and so how long the processor has to drain and commit
+// when a rebalance starts. The Java client sends max.poll.interval.ms
+// (default 5 minutes) in this role. Default 60s.
+func WithRebalanceTimeout(d time.Duration) Opt {
+	return opt(func(c *config) { c.rebalanceTimeout = d })
+}
+
+// WithDrainTimeout bounds how long in-flight records may finish before a
+// rebalance or shutdown commits; records still running then are handled
+// again by the partition's next owner. Keep it well under the rebalance
+// timeout. No Kafka setting: it plays the part of the timeout of Kafka
+// Streams' KafkaStreams.close(Duration) for in-flight work. Default 5s.
+func WithDrainTimeout(d time.Duration) Opt { return opt(func(c *config) { c.drainTimeout = d }) }
 
 // WithMaxCommitMetadataBytes sets the broker's offset.metadata.max.bytes,
 // which bounds the map of finished records above the committed offset.
-// Records that would overflow it wait, and their partition pauses.
-// Default 4096 (the broker default).
-func WithMaxCommitMetadataBytes(n int) Opt { return func(c *config) { c.maxMetadataBytes = n } }
+// Records that would overflow it wait, and their partition pauses. Set it
+// to the broker's value if that was changed. At least 64. Default 4096
+// (the broker default).
+func WithMaxCommitMetadataBytes(n int) Opt { return opt(func(c *config) { c.maxMetadataBytes = n }) }
 
-// WithDrainTimeout bounds how long in-flight records may finish before a
-// rebalance or shutdown commits. Keep it well under the rebalance timeout.
-// Default 5s.
-func WithDrainTimeout(d time.Duration) Opt { return func(c *config) { c.drainTimeout = d } }
+// WithPositionGuard keeps every input partition's committed position in
+// a compacted topic "<group>-<input topic>-positions" (one partition per
+// input partition, created if missing), written inside each transaction,
+// and resumes a newly assigned partition from the later of that position
+// and the offset the group coordinator serves (also when it serves none).
+// Each transaction writes one small record per input partition that
+// progressed; each assignment reads the tail of the position partitions.
+// A deliberate rewind (kafka-consumer-groups --reset-offsets) is then
+// overridden too: delete the position topic before restarting after one.
+// Kafka Streams has no such setting: it takes the coordinator's offsets as
+// they are. Default: off.
+func WithPositionGuard() Opt { return opt(func(c *config) { c.positionGuard = true }) }
 
-// WithLogger sets the logger for operational events. Default: discard.
-func WithLogger(l *slog.Logger) Opt { return func(c *config) { c.logger = l } }
+// WithKgoOpts passes options to the franz-go client (TLS, SASL, client ID,
+// logging), as Kafka Streams passes consumer.- and producer.-prefixed
+// settings to its clients. Options that conflict with the processor's own
+// (group, transactional ID, isolation level) are overridden by later
+// options: pass them with care. The processor appends its start time to
+// franz-go's default balancer's JoinGroup metadata, so that a process can
+// tell a newer holder of its instance ID from an older one that came back
+// (txn.Config.Incarnation); with kgo.Balancers set here it cannot, and
+// counts any other member with its instance ID as newer. Calls append.
+// Default: none.
+func WithKgoOpts(opts ...kgo.Opt) Opt {
+	return opt(func(c *config) { c.kgoOpts = append(c.kgoOpts, opts...) })
+}
+
+// State and deduplication.
+
+// WithStateStore gives handlers session state (see StateFrom), kept in a
+// Pebble store in dir and mirrored, inside each transaction, to a compacted
+// changelog topic "<group>-<input topic>-changelog" with one partition per
+// input partition (created if missing). dir is Kafka Streams' state.dir
+// and the changelog its store's changelog topic; unlike Kafka Streams
+// under exactly-once, a crash does not wipe the store (see package
+// statestore). opts may be nil: the statestore.Options defaults. Default:
+// no state.
+func WithStateStore(dir string, opts *statestore.Options) Opt {
+	return opt(func(c *config) { c.stateDir, c.stateOpts = dir, opts })
+}
+
+// WithDedupe skips records whose event ID was already processed: by default
+// the value of the record header HeaderEventID ("event-id"); see
+// WithEventID. This catches duplicates that Kafka's idempotent producer
+// (enable.idempotence, which only drops the producer's own retries)
+// cannot, such as an application that sent the same event twice. Kafka
+// Streams has no such setting.
+//
+// A record whose event ID was processed (its transaction committed, or it
+// is earlier in the partition and not yet committed) is completed without
+// running the handler: no outputs, its offset committed, and counted in
+// Stats.DuplicatesSkipped and onceflow_duplicates_skipped_total. The first
+// record of an event ID in a partition wins, also when it is dead-lettered
+// (the event is accounted for there); IDs are per input partition,
+// so producers must send an event's duplicates with the same key. A record
+// without an event ID (no header, or an empty one) is processed normally
+// and never deduplicated. A record whose event ID is longer than
+// opts.MaxIDLen goes to the dead-letter topic with reason
+// "event-id-too-long".
+//
+// Marks are kept in a dedupe store in dir (one for all partitions) and
+// mirrored, inside each transaction, to a changelog topic
+// "<group>-<input topic>-dedupe" with one partition per input partition
+// (created if missing, with cleanup.policy=compact,delete and retention.ms
+// = opts.TTL + opts.BucketWidth, so the changelog forgets IDs about when
+// the store does). A mark is applied to the store only after its
+// transaction commits, so a record whose transaction aborted is not
+// skipped when it comes again; and a partition's marks follow it to its
+// next owner, which restores them from the changelog before handling its
+// records. An ID is remembered for opts.TTL (at most TTL+BucketWidth);
+// a duplicate arriving later is processed again.
+//
+// Handlers can make external effects run once per event with Once. opts
+// may be nil (the dedupe defaults: TTL 7 days); New rejects options that
+// opts.Validate rejects. Mark times and expiry follow the processor's
+// clock (WithClock): opts.Clock must be nil. Once's marks are always
+// fsynced (dedupe.Options.SyncOnce), whatever opts says; the marks of
+// committed records need no fsync (opts.Sync, default off): a crash that
+// loses some loses their checkpoint with them, and the restore replays
+// them from the changelog. A nil opts.Logger means the WithLogger logger.
+// Default: no deduplication.
+func WithDedupe(dir string, opts *dedupe.Options) Opt {
+	return opt(func(c *config) { c.dedupeDir, c.dedupeOpts, c.dedupeSet = dir, opts, true })
+}
+
+// WithEventID sets how WithDedupe finds a record's event ID: fn returns it,
+// or nil for a record that has none (which is then processed normally).
+// fn must not keep or modify the record. Needs WithDedupe. No Kafka
+// setting. Default: the value of the header HeaderEventID.
+func WithEventID(fn func(*kgo.Record) []byte) Opt {
+	return opt(func(c *config) { c.eventID = fn })
+}
+
+// Observability.
+
+// WithLogger sets the logger for operational events. Kafka's Java clients
+// log through SLF4J instead, configured outside the application's code.
+// Default: discard.
+func WithLogger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }
 
 // WithClientLogLevel sets how much of franz-go's own client log reaches
 // the WithLogger logger, tagged component=kgo: slog.LevelDebug for every
 // request and retry, LevelInfo for connection, group and producer-ID
 // events, LevelWarn (the default) and LevelError for problems only; a
 // level above LevelError turns it off. The logger's own level still
-// applies. A kgo.WithLogger in WithKgoOpts replaces it.
-func WithClientLogLevel(l slog.Level) Opt { return func(c *config) { c.clientLogLevel = l } }
+// applies. A kgo.WithLogger in WithKgoOpts replaces it. As the level of
+// the org.apache.kafka loggers in a Java application's logging
+// configuration. Default slog.LevelWarn.
+func WithClientLogLevel(l slog.Level) Opt { return opt(func(c *config) { c.clientLogLevel = l }) }
 
 // WithMetrics registers the processor's Prometheus metrics (see
 // docs/operations.md), and the franz-go client's own (kprom, prefixed
 // onceflow_kafka_), on reg. Every metric has constant labels group and
-// instance, so several processors can share one registry. Default: no
-// metrics, and no work for them on the record path.
-func WithMetrics(reg prometheus.Registerer) Opt { return func(c *config) { c.registerer = reg } }
+// instance, so several processors can share one registry. The Java
+// clients report theirs through JMX and metric.reporters instead.
+// Default: no metrics, and no work for them on the record path.
+func WithMetrics(reg prometheus.Registerer) Opt { return opt(func(c *config) { c.registerer = reg }) }
 
 // WithTracerProvider traces each record with OpenTelemetry: a span
 // "onceflow.handle" per record, a child of the context in the record's W3C
 // traceparent header, whose context the handler gets and which is injected
 // into the headers of the record's outputs and dead-letter record; and a
-// span "onceflow.commit" per transaction. Default: no tracing, and no work
-// for it on the record path.
+// span "onceflow.commit" per transaction. No Kafka setting. Default: no
+// tracing, and no work for it on the record path.
 func WithTracerProvider(tp trace.TracerProvider) Opt {
-	return func(c *config) { c.tracerProvider = tp }
+	return opt(func(c *config) { c.tracerProvider = tp })
 }
 
-// WithClock sets the clock for retry backoff and stuck detection.
-// Default: the system clock.
-func WithClock(cl Clock) Opt { return func(c *config) { c.clock = cl } }
-
-// WithKgoOpts passes options to the franz-go client (TLS, SASL, client ID,
-// logging). Options that conflict with the processor's own (group,
-// transactional ID, isolation level) are overridden by later options:
-// pass them with care. The processor appends its start time to franz-go's
-// default balancer's JoinGroup metadata, so that a process can tell a
-// newer holder of its instance ID from an older one that came back
-// (txn.Config.Incarnation); with kgo.Balancers set here it cannot, and
-// counts any other member with its instance ID as newer.
-func WithKgoOpts(opts ...kgo.Opt) Opt {
-	return func(c *config) { c.kgoOpts = append(c.kgoOpts, opts...) }
-}
+// WithClock sets the processor's one clock: retry backoff, stuck
+// detection, the age of buffered records and, with WithDedupe, the mark
+// times and expiry of event IDs (see Clock). Tests inject a fake one; as
+// the mock time of Kafka Streams' TopologyTestDriver, it is no Kafka
+// setting. Default: the system clock.
+func WithClock(cl Clock) Opt { return opt(func(c *config) { c.clock = cl }) }
 
 // clientOpts are the options every franz-go client of the processor starts
 // from: its log routing, then the user's WithKgoOpts, which win.

@@ -28,19 +28,6 @@ const positionsSuffix = "positions"
 
 func positionsTopic(group, input string) string { return changelogName(group, input, positionsSuffix) }
 
-// WithPositionGuard keeps every input partition's committed position in
-// a compacted topic "<group>-<input topic>-positions" (one partition per
-// input partition, created if missing), written inside each transaction,
-// and resumes a newly assigned partition from the later of that position
-// and the offset the group coordinator serves (also when it serves none).
-// Each transaction writes one small record per input partition that
-// progressed; each assignment reads the tail of the position partitions.
-// A deliberate rewind (kafka-consumer-groups --reset-offsets) is then
-// overridden too: delete the position topic before restarting after one.
-// Kafka Streams has no such setting: it takes the coordinator's offsets as
-// they are. Default: off.
-func WithPositionGuard() Opt { return func(c *config) { c.positionGuard = true } }
-
 // positionVersion is the first byte of a position record's value.
 const positionVersion = 1
 

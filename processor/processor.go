@@ -52,7 +52,9 @@ type Processor struct {
 func New(opts ...Opt) (*Processor, error) {
 	cfg := defaults()
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o.apply(&cfg)
+		}
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err

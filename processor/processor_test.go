@@ -42,7 +42,7 @@ func TestSessionsTransientFaults(t *testing.T) {
 			return copyHandler(ctx, rec, out)
 		}
 		opts := append(pl.opts("i1", flaky), processor.WithRetryPolicy(processor.RetryPolicy{
-			Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2, Jitter: 0.5,
+			Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2, Jitter: 0.5, MaxElapsed: -1,
 		}))
 		r := start(t, opts...)
 		pl.waitDone(t, 90*time.Second)

@@ -9,33 +9,88 @@ import (
 // handler errors, inside the record's session so later records of the
 // session wait behind it. A record that exhausts it goes to the dead-letter
 // topic with reason "retries-exhausted".
+//
+// A zero field takes its default, so the zero RetryPolicy is
+// DefaultRetryPolicy(), and RetryPolicy{MaxAttempts: 5} is the default
+// backoff for at most 5 attempts. The backoff is the Java client's (KIP-580): the
+// delay before attempt n+1 is Initial·Multiplier^(n-1), capped at Max, each
+// delay varied by ±Jitter.
 type RetryPolicy struct {
-	Initial    time.Duration // first delay; default 100ms
-	Max        time.Duration // delay cap; default 10s
-	Multiplier float64       // growth per attempt; default 2
-	Jitter     float64       // ± fraction of each delay, in [0,1]; default 0.2
-	// MaxAttempts bounds handler calls per record (0: no bound).
+	// Initial is the first delay, as the Java client's retry.backoff.ms.
+	// Must not be negative. Default 100ms (the Java default too).
+	Initial time.Duration
+	// Max caps the delay, as the Java client's retry.backoff.max.ms
+	// (whose default is 1s). Must not be negative or, once defaulted,
+	// shorter than Initial. Default 10s, or Initial if that is longer.
+	Max time.Duration
+	// Multiplier is the growth of the delay per attempt, at least 1 (1:
+	// a constant delay). Default 2, the Java client's fixed factor.
+	Multiplier float64
+	// Jitter varies each delay by up to ± this fraction of it, at most 1.
+	// Negative: no jitter. Default 0.2, the Java client's fixed jitter.
+	Jitter float64
+	// MaxAttempts bounds the handler calls per record; negative: no bound.
+	// Kafka Streams does not retry a failing processor, so nothing there
+	// corresponds. Default: no bound.
 	MaxAttempts int
-	// MaxElapsed bounds the time from the first failure (0: no bound).
-	// Default 1m when MaxAttempts is also 0.
+	// MaxElapsed bounds the time from a record's first failure; negative:
+	// no bound. As Kafka Streams' task.timeout.ms (default 5 minutes), a
+	// bound on time rather than attempts. Default 1m, or no bound when a
+	// positive MaxAttempts bounds the attempts instead. With MaxElapsed
+	// negative and MaxAttempts not positive, a record is retried until its
+	// handler succeeds or returns a permanent error.
 	MaxElapsed time.Duration
 }
 
-// DefaultRetryPolicy returns the defaults described on RetryPolicy.
-func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2, Jitter: 0.2, MaxElapsed: time.Minute}
+// Defaults of RetryPolicy's fields.
+const (
+	defaultRetryInitial    = 100 * time.Millisecond
+	defaultRetryMax        = 10 * time.Second
+	defaultRetryMultiplier = 2
+	defaultRetryJitter     = 0.2
+	defaultRetryMaxElapsed = time.Minute
+)
+
+// DefaultRetryPolicy returns the defaults described on RetryPolicy:
+// 100ms doubling up to 10s, ±20% jitter, for at most a minute.
+func DefaultRetryPolicy() RetryPolicy { return RetryPolicy{}.resolved() }
+
+// resolved returns p with its zero fields defaulted, in the form delay and
+// exhausted read: there a zero Jitter, MaxAttempts or MaxElapsed means
+// none, so negatives (none, for the user) become zero.
+func (p RetryPolicy) resolved() RetryPolicy {
+	if p.Initial == 0 {
+		p.Initial = defaultRetryInitial
+	}
+	if p.Max == 0 {
+		p.Max = max(defaultRetryMax, p.Initial)
+	}
+	if p.Multiplier == 0 {
+		p.Multiplier = defaultRetryMultiplier
+	}
+	switch {
+	case p.Jitter == 0:
+		p.Jitter = defaultRetryJitter
+	case p.Jitter < 0:
+		p.Jitter = 0
+	}
+	if p.MaxElapsed == 0 && p.MaxAttempts <= 0 {
+		p.MaxElapsed = defaultRetryMaxElapsed
+	}
+	p.MaxAttempts = max(p.MaxAttempts, 0)
+	p.MaxElapsed = max(p.MaxElapsed, 0)
+	return p
 }
 
+// validate checks a resolved policy.
 func (p RetryPolicy) validate() error {
 	switch {
 	case p.Initial <= 0 || p.Max < p.Initial:
-		return invalid("retry: need 0 < Initial <= Max, got Initial=%v Max=%v", p.Initial, p.Max)
-	case p.Multiplier < 1:
-		return invalid("retry: Multiplier must be >= 1, got %v", p.Multiplier)
-	case p.Jitter < 0 || p.Jitter > 1:
-		return invalid("retry: Jitter must be in [0,1], got %v", p.Jitter)
-	case p.MaxAttempts < 0 || p.MaxElapsed < 0:
-		return invalid("retry: MaxAttempts and MaxElapsed must not be negative")
+		return invalid("WithRetryPolicy: Initial must not be negative nor longer than Max, got Initial=%v Max=%v", p.Initial, p.Max)
+	case !(p.Multiplier >= 1): // NaN too
+		return invalid("WithRetryPolicy: Multiplier must be >= 1, got %v", p.Multiplier)
+	case !(p.Jitter <= 1): // NaN too
+		return invalid("WithRetryPolicy: Jitter must be at most 1, got %v", p.Jitter)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func TestSlowSessionDoesNotBlockOthers(t *testing.T) {
 			return copyHandler(ctx, r, out)
 		}
 		opts := append(pl.opts("i1", h), processor.WithRetryPolicy(processor.RetryPolicy{
-			Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond, Multiplier: 2,
+			Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond, Multiplier: 2, Jitter: -1, MaxElapsed: -1,
 		}))
 		r := start(t, opts...)
 		others := pl.inputs - pl.inputs/pl.sessions

@@ -29,14 +29,6 @@ type State interface {
 	Scan(prefix []byte, fn func(key, value []byte) bool) error
 }
 
-// WithStateStore gives handlers session state (see StateFrom), kept in a
-// Pebble store in dir and mirrored, inside each transaction, to a compacted
-// changelog topic "<group>-<input topic>-changelog" with one partition per
-// input partition (created if missing). Default: no state.
-func WithStateStore(dir string, opts *statestore.Options) Opt {
-	return func(c *config) { c.stateDir, c.stateOpts = dir, opts }
-}
-
 // itemKey is the context key of the record a handler runs for, set when
 // the processor has a state store or a dedupe store.
 type itemKey struct{}

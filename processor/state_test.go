@@ -50,7 +50,7 @@ func counterHandler(faultPct int) processor.Handler {
 }
 
 func fastRetry() processor.Opt {
-	return processor.WithRetryPolicy(processor.RetryPolicy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Multiplier: 2})
+	return processor.WithRetryPolicy(processor.RetryPolicy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Multiplier: 2, Jitter: -1, MaxElapsed: -1})
 }
 
 // finalCounts folds the changelog: the last committed value per key.

@@ -16,6 +16,16 @@
 // Unlike Kafka Streams under exactly-once, a crash does not wipe the local
 // store: it holds only committed data, so restore replays just the tail.
 //
-// Handlers reach the store through processor.State(ctx); see package
-// processor for the read-your-writes rules.
+// # Using it
+//
+// Most users only configure it: processor.WithStateStore(dir, &Options{…})
+// gives handlers the state, which they reach through
+// processor.StateFrom(ctx) (see package processor for the read-your-writes
+// rules). Open a processor's directory yourself only while no processor
+// has it open, to inspect it. A loop of one's own on package txn can keep
+// a Store the same way the processor does: a Batch per committed
+// transaction, with its writes (Write) and the changelog position they
+// reach (Checkpoint), which says where to resume the changelog after a
+// restart; see the Example. Keys are namespaced per Partition, so one
+// Store holds every partition.
 package statestore

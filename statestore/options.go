@@ -7,28 +7,33 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// Options configures a Store. The zero value is usable: EnsureDefaults
-// fills in what is unset.
+// Options configures a Store: pass them to Open, or to
+// processor.WithStateStore for a processor's store. A nil *Options and the
+// zero value are usable: Open fills in every unset field with its default.
 type Options struct {
-	// FS is the file system; vfs.NewMem() for tests. Default vfs.Default.
+	// FS is the file system; vfs.NewMem() for tests. Default vfs.Default,
+	// the operating system's.
 	FS vfs.FS
-	// CacheSize is Pebble's block cache in bytes. Default 64 MiB.
+	// CacheSize is Pebble's block cache in bytes; Kafka Streams gives each
+	// RocksDB store a 50 MiB one, changed through rocksdb.config.setter.
+	// Zero or negative: the default, 64 MiB.
 	CacheSize int64
-	// Sync makes every applied batch durable before Apply returns.
-	// The store only ever holds committed data and is replayed from the
-	// changelog after a crash, so losing the last unsynced batches costs
-	// a longer restore, never correctness. Default false.
+	// Sync makes every batch durable before Batch.Commit returns. The
+	// store only ever holds committed data and is replayed from the
+	// changelog after a crash, so losing the last unsynced batches costs a
+	// longer restore, never correctness (Kafka Streams writes RocksDB
+	// without its write-ahead log for the same reason). Default false.
 	Sync bool
 	// Logger receives Pebble's errors. Default: discard.
 	Logger *slog.Logger
 }
 
-// EnsureDefaults fills unset fields with their defaults and returns o.
-func (o *Options) EnsureDefaults() *Options {
+// withDefaults fills unset fields with their defaults and returns o.
+func (o *Options) withDefaults() *Options {
 	if o.FS == nil {
 		o.FS = vfs.Default
 	}
-	if o.CacheSize == 0 {
+	if o.CacheSize <= 0 {
 		o.CacheSize = 64 << 20
 	}
 	if o.Logger == nil {

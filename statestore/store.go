@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -65,10 +66,15 @@ type Write struct {
 	Delete     bool
 }
 
-// Store is a Pebble database holding every partition's state.
+// Store is a Pebble database holding every partition's state. It is safe
+// for concurrent use, except that Close must not overlap other calls. A
+// processor's store (processor.WithStateStore) is the processor's while it
+// runs; open it yourself only when no processor has it open, to inspect
+// it, say.
 type Store struct {
-	db   *pebble.DB
-	sync *pebble.WriteOptions
+	db     *pebble.DB
+	sync   *pebble.WriteOptions
+	closed atomic.Bool
 }
 
 // Open opens or creates the store in dir. A directory that holds files but
@@ -78,7 +84,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
-	o.EnsureDefaults()
+	o.withDefaults()
 	names, err := o.FS.List(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("statestore: %w", err)
@@ -129,11 +135,19 @@ func (s *Store) checkFormat(fresh bool) error {
 	return nil
 }
 
-// Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the store. Later calls, Close included, return ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return ErrClosed
+	}
+	return s.db.Close()
+}
 
 // Get returns a copy of key's committed value in the partition.
 func (s *Store) Get(p Partition, key []byte) ([]byte, bool, error) {
+	if s.closed.Load() {
+		return nil, false, ErrClosed
+	}
 	v, closer, err := s.db.Get(p.dataKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
@@ -148,6 +162,9 @@ func (s *Store) Get(p Partition, key []byte) ([]byte, bool, error) {
 // Scan calls fn for each committed key with the prefix, in key order,
 // until fn returns false.
 func (s *Store) Scan(p Partition, prefix []byte, fn func(key, value []byte) bool) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
 	lo, hi := p.dataRange(prefix)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -169,6 +186,9 @@ func (s *Store) Scan(p Partition, prefix []byte, fn func(key, value []byte) bool
 
 // Checkpoint returns how far the partition's changelog has been applied.
 func (s *Store) Checkpoint(p Partition) (Checkpoint, bool, error) {
+	if s.closed.Load() {
+		return Checkpoint{}, false, ErrClosed
+	}
 	v, closer, err := s.db.Get(p.ns([]byte{prefixCheckpoint}))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Checkpoint{}, false, nil
@@ -241,9 +261,12 @@ func (b *Batch) Reset(p Partition) {
 	_ = b.b.Delete(p.ns([]byte{prefixCheckpoint}), nil)
 }
 
-// Commit applies the batch atomically.
+// Commit applies the batch atomically. A batch is committed once.
 func (b *Batch) Commit() error {
 	defer b.b.Close()
+	if b.s.closed.Load() {
+		return ErrClosed
+	}
 	return b.b.Commit(b.s.sync)
 }
 

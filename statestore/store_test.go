@@ -111,3 +111,20 @@ func TestCorruptStoreReported(t *testing.T) {
 	_, err = Open("db", &Options{FS: fs})
 	require.ErrorIs(t, err, ErrCorrupt)
 }
+
+// TestClosed: every call on a closed store returns ErrClosed, a second
+// Close too.
+func TestClosed(t *testing.T) {
+	s, err := Open("db", &Options{FS: vfs.NewMem(), CacheSize: -1})
+	require.NoError(t, err)
+	b := s.NewBatch()
+	b.Write(p0, Write{Key: []byte("k"), Value: []byte("v")})
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, s.Close(), ErrClosed)
+	_, _, err = s.Get(p0, []byte("k"))
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, s.Scan(p0, nil, func(_, _ []byte) bool { return true }), ErrClosed)
+	_, _, err = s.Checkpoint(p0)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, b.Commit(), ErrClosed)
+}

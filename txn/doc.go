@@ -1,16 +1,36 @@
-// Package txn is onceflow's transaction layer: stable transactional IDs,
-// a transactional group session whose offset commits carry the group's
-// member ID, generation and instance ID (KIP-447), and an error taxonomy
-// that tells the processor what to do after each failure.
+// Package txn is onceflow's transaction layer, for users who write their
+// own consume-transform-produce loop: a fenced, KIP-447 transactional group
+// session with stable transactional IDs, and an error taxonomy that says
+// what to do after each failure.
 //
-// Identity. A transactional ID is derived from the application (the group)
-// and a stable instance ID, and the same instance ID is the static group
-// member ID (group.instance.id). A restarted instance therefore reclaims its
-// partitions without a rebalance, and its InitProducerID bumps the epoch,
-// which aborts the predecessor's open transaction at once and fences the
-// predecessor if it is still alive (a zombie).
+// # txn or processor
 //
-// Errors. Every error returned by Session is a *Error with a Class:
+// Package processor is built on txn and is what most jobs want: it runs a
+// handler per record with per-session ordering and parallelism, retries,
+// dead-letter records, gap-aware commits, state, deduplication, metrics and
+// tracing, and recovers from every error class below by itself. Use txn
+// when you need the loop in your hands: batch-at-a-time processing, your
+// own scheduling, records produced from something other than a handler, or
+// a framework of your own. Then you own what processor does for you: which
+// records a commit covers (Commit commits the offsets after everything
+// polled), rewinding your own state after an abort, and the recovery
+// below. The Example shows a complete loop.
+//
+// # Identity
+//
+// A transactional ID is derived from the application (the group) and a
+// stable instance ID (see ID), and the same instance ID is the static group
+// member ID (group.instance.id). A restarted instance therefore reclaims
+// its partitions without a rebalance, and its InitProducerID bumps the
+// epoch, which aborts the predecessor's open transaction at once and fences
+// the predecessor if it is still alive (a zombie). Config.Incarnation lets
+// a process tell a newer holder of its instance ID from an older one that
+// came back.
+//
+// # Errors
+//
+// Every error returned by a Session's methods is a *Error with a Class
+// (ClassOf reads it):
 //
 //   - ClassAbortable: abort, rewind to the last committed offsets, go on.
 //   - ClassReset: the client is fenced or timed out for a reason other than a
@@ -22,4 +42,8 @@
 //     have committed; build a new client and re-read the committed offsets
 //     (which block until the broker finishes the transaction) before going
 //     on. Never assume either outcome. Errors match ErrOutcomeUnknown.
+//
+// A Commit that returns (false, nil) was aborted for a retriable reason
+// (a rebalance, a refused offset commit): drop the work since the last
+// commit and go on with the same Session.
 package txn

@@ -9,13 +9,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Class says how to recover from a transaction error.
+// Class says how to recover from a transaction error (see the package
+// documentation). The zero Class is no class: not a *Error.
 type Class int
 
 const (
+	// ClassAbortable: abort the transaction (Session.Abort rewinds the
+	// consumer to the last committed offsets) and go on with the Session.
 	ClassAbortable Class = iota + 1
+	// ClassReset: close the Session and build a new one, which resumes
+	// from the committed offsets.
 	ClassReset
+	// ClassFenced: a newer instance holds this transactional identity;
+	// stop. Matches ErrFenced.
 	ClassFenced
+	// ClassOutcomeUnknown: the commit may or may not have happened; close
+	// the Session and build a new one, whose committed offsets say which.
+	// Matches ErrOutcomeUnknown.
 	ClassOutcomeUnknown
 )
 
@@ -38,12 +48,15 @@ var (
 	ErrFenced = errors.New("txn: fenced by a newer instance with the same transactional ID")
 	// ErrOutcomeUnknown means a commit may or may not have happened.
 	ErrOutcomeUnknown = errors.New("txn: transaction outcome unknown")
+	// ErrInvalidConfig is returned by NewSession for a Config it cannot
+	// use. It has no Class: nothing was contacted.
+	ErrInvalidConfig = errors.New("txn: invalid config")
 )
 
 // Error is a transaction failure with its recovery class.
 type Error struct {
 	Class Class
-	Op    string // what failed: "begin", "produce", "commit"
+	Op    string // what failed: "begin", "produce", "flush", "commit", "poll", or CheckFenced's op
 	Err   error
 }
 

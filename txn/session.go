@@ -11,35 +11,98 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ID returns the transactional ID of an application instance. It is stable
-// across restarts, so a restarted instance fences its predecessor.
+// ID returns the transactional ID of an application instance:
+// "<app>/<instanceID>". It is stable across restarts, so a restarted
+// instance fences its predecessor. Grant it in the brokers' ACLs
+// (TransactionalId resource) when they are enabled.
 func ID(app, instanceID string) string { return app + "/" + instanceID }
 
-// Config describes a transactional group session.
+// Config describes a transactional group session. Brokers, Group,
+// InstanceID and Topics are required; zero durations take the defaults
+// given on each field (the processor's defaults, see package processor).
 type Config struct {
-	Brokers    []string
-	Group      string // the application; also the consumer group
-	InstanceID string // stable per instance; group.instance.id
-	Topics     []string
+	// Brokers are the seed brokers: bootstrap.servers.
+	Brokers []string
+	// Group is the application: the consumer group (group.id) and the
+	// prefix of the transactional ID (see ID).
+	Group string
+	// InstanceID is stable per instance (a pod name, say) and unique
+	// among live instances: the static member ID (group.instance.id) and,
+	// with Group, the transactional ID.
+	InstanceID string
+	// Topics are the input topics, consumed read_committed.
+	Topics []string
 
-	TransactionTimeout time.Duration // transaction.timeout.ms
-	SessionTimeout     time.Duration // session.timeout.ms
-	RebalanceTimeout   time.Duration // max.poll.interval.ms for rebalances
+	// TransactionTimeout is transaction.timeout.ms. Default 10s, as
+	// Kafka Streams sets it under exactly-once.
+	TransactionTimeout time.Duration
+	// SessionTimeout is the group's session.timeout.ms. Default 45s.
+	SessionTimeout time.Duration
+	// RebalanceTimeout is the group rebalance timeout, the role of the
+	// Java client's max.poll.interval.ms. Default 60s.
+	RebalanceTimeout time.Duration
 
 	// Incarnation identifies this process among processes with the same
-	// instance ID: its start time (Unix nanoseconds), the same for every
-	// session the process builds. The JoinGroup metadata carries it (see
-	// incarnationBalancer) unless ClientOpts set kgo.Balancers. 0:
+	// instance ID: its start time (time.Now().UnixNano() once, at
+	// start-up), the same for every Session the process builds. The
+	// JoinGroup metadata carries it unless ClientOpts set kgo.Balancers,
+	// so that a process can tell a newer holder of its instance ID (it
+	// was replaced: ClassFenced) from an older one that came back after
+	// this process was expelled (not fenced: rebuild and rejoin). 0:
 	// unknown, any other member with our instance ID counts as newer.
 	Incarnation int64
 
-	// ClientOpts are appended last: callbacks, TLS, SASL, logging.
+	// ClientOpts are appended last: callbacks, TLS, SASL, logging. They
+	// may override the options the session sets; the consumer group,
+	// transactional ID and isolation level must stay as they are.
 	ClientOpts []kgo.Opt
 }
 
-// Session is one transactional client lifetime. After an error of class
-// ClassReset, ClassFenced or ClassOutcomeUnknown it must be closed and, if
-// the caller goes on, replaced by a new Session.
+// Defaults of Config's durations.
+const (
+	defaultTransactionTimeout = 10 * time.Second
+	defaultSessionTimeout     = 45 * time.Second
+	defaultRebalanceTimeout   = 60 * time.Second
+)
+
+// withDefaults returns c with its zero durations defaulted.
+func (c Config) withDefaults() Config {
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = defaultTransactionTimeout
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = defaultSessionTimeout
+	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = defaultRebalanceTimeout
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return fmt.Errorf("%w: Brokers: at least one seed broker is required", ErrInvalidConfig)
+	case c.Group == "":
+		return fmt.Errorf("%w: Group is required", ErrInvalidConfig)
+	case c.InstanceID == "":
+		return fmt.Errorf("%w: InstanceID is required", ErrInvalidConfig)
+	case len(c.Topics) == 0:
+		return fmt.Errorf("%w: Topics: at least one input topic is required", ErrInvalidConfig)
+	case c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.RebalanceTimeout < 0:
+		return fmt.Errorf("%w: timeouts must not be negative", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Session is one transactional client lifetime: a franz-go
+// GroupTransactSession configured for exactly-once (read_committed,
+// KIP-447 offset commits, static membership, rebalances blocked while the
+// loop works). After an error of class ClassReset, ClassFenced or
+// ClassOutcomeUnknown it must be closed and, if the caller goes on,
+// replaced by a new Session with the same Config. A Session is used by one
+// goroutine, except that Produce may be called from several between Begin
+// and Commit.
 type Session struct {
 	cfg    Config
 	gts    *kgo.GroupTransactSession
@@ -47,8 +110,13 @@ type Session struct {
 	member string // group member ID when the open transaction began
 }
 
-// NewSession builds the client. Nothing is contacted until the first poll.
+// NewSession builds the client. Nothing is contacted until the first
+// poll. An invalid cfg fails with an error matching ErrInvalidConfig.
 func NewSession(cfg Config) (*Session, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
@@ -87,24 +155,32 @@ func NewSession(cfg Config) (*Session, error) {
 	return &Session{cfg: cfg, gts: gts}, nil
 }
 
-// Client is the underlying client, for pausing, resuming and metadata. Do
-// not use it to manage transactions.
+// Client is the underlying client, for pausing and resuming partitions,
+// flushing (see FlushFailed), admin requests and metadata. Do not use it to
+// begin or end transactions, commit offsets or produce outside Produce.
 func (s *Session) Client() *kgo.Client { return s.gts.Client() }
 
-// Poll fetches records. Rebalances are blocked from Poll until
-// AllowRebalance, so offsets are committed while the generation that
-// fetched them is still current.
+// Poll fetches up to maxRecords records (maxRecords <= 0: any number),
+// waiting until some arrive or ctx is done. Rebalances are blocked from
+// Poll until AllowRebalance, so offsets are committed while the generation
+// that fetched them is still current: call AllowRebalance after every
+// Poll, once the records it returned are committed or aborted. A fatal
+// fetch error (see kgo.Fetches.EachError) goes through CheckFenced.
 func (s *Session) Poll(ctx context.Context, maxRecords int) kgo.Fetches {
 	return s.gts.PollRecords(ctx, maxRecords)
 }
 
-// AllowRebalance lets a pending rebalance run; call it after Commit.
+// AllowRebalance lets a pending rebalance run; call it after Commit or
+// Abort (or after a Poll that returned nothing to process).
 func (s *Session) AllowRebalance() { s.gts.AllowRebalance() }
 
 // InTxn reports whether a transaction is open.
 func (s *Session) InTxn() bool { return s.inTxn }
 
-// Begin opens a transaction if none is open.
+// Begin opens a transaction if none is open. Call it before Produce. The
+// Session's first transaction initializes its producer ID
+// (InitProducerID), which bumps the epoch of the transactional ID: a
+// predecessor's open transaction is aborted and the predecessor fenced.
 func (s *Session) Begin() error {
 	if s.inTxn {
 		return nil
@@ -119,9 +195,12 @@ func (s *Session) Begin() error {
 	return nil
 }
 
-// FlushFailed classifies a failed flush of the open transaction's records
-// (nothing was committed): ClassFenced if it timed out or was fenced while
-// a newer process holds our instance ID (see endFenced), else ClassReset.
+// FlushFailed classifies the error of a caller's own flush of the open
+// transaction's records (Client().Flush, with a deadline of the caller's
+// choosing, before Commit; nothing was committed): ClassFenced if it timed
+// out or was fenced while a newer process holds our instance ID, else
+// ClassReset. Commit flushes too: callers that do not flush first do not
+// need it.
 func (s *Session) FlushFailed(ctx context.Context, err error) *Error {
 	if s.endFenced(ctx, s.member, err) {
 		return &Error{ClassFenced, "flush", err}
@@ -129,16 +208,22 @@ func (s *Session) FlushFailed(ctx context.Context, err error) *Error {
 	return &Error{ClassReset, "flush", err}
 }
 
-// Produce sends r in the open transaction.
+// Produce sends r in the open transaction; promise (which may be nil)
+// gets its result. A failed record dooms the transaction: Abort it, and
+// pass the error to CheckFenced to learn whether to go on.
 func (s *Session) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	s.gts.Produce(ctx, r, promise)
 }
 
-// Commit flushes, commits offsets as rewritten by rewrite (KIP-447: with the
-// group's member ID, generation and instance ID) and ends the transaction.
-// It returns (false, nil) when the transaction was aborted because the
-// group rebalanced or the offset commit was refused for a retriable reason:
-// the caller rewinds to its last committed state and goes on.
+// Commit flushes, commits the offsets after the records Poll returned
+// (KIP-447: with the group's member ID, generation and instance ID) in the
+// transaction and ends it. rewrite, if not nil, may change the offset
+// commit before it is sent (the processor adds its metadata there); nil
+// commits the polled offsets as they are. It returns (false, nil) when the
+// transaction was aborted because the group rebalanced or the offset commit
+// was refused for a retriable reason: the consumer is rewound to the last
+// committed offsets, and the caller drops what it did since and goes on.
+// Errors are a *Error: ClassFenced or ClassOutcomeUnknown.
 func (s *Session) Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error) {
 	return s.end(ctx, kgo.TryCommit, rewrite)
 }
@@ -195,7 +280,9 @@ func (s *Session) endFenced(ctx context.Context, member string, err error) bool 
 }
 
 // CheckFenced turns an error seen outside Commit (a failed produce, a
-// fatal poll error) into a classified *Error.
+// fatal poll error) into a classified *Error; op names what failed, as
+// Error.Op. ClassAbortable: Abort and go on with this Session; other
+// classes as on Error.
 func (s *Session) CheckFenced(ctx context.Context, op string, err error) *Error {
 	if s.fencedByNewer(ctx, err) {
 		return &Error{ClassFenced, op, err}
