@@ -6,13 +6,11 @@ import (
 	"log/slog"
 	"slices"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // drain takes finished items and puts their outputs into the transaction.
 func (l *lifetime) drain(ctx context.Context) error {
-	l.comps = l.p.takeCompletions(l.comps)
+	l.comps = l.r.comps.take(l.comps)
 	for i, it := range l.comps {
 		l.comps[i] = nil
 		p := it.part
@@ -92,7 +90,7 @@ func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, 
 		p.unmarkDone(it)
 		return false, nil
 	}
-	if err := l.produce(it.outputs, it.dlq); err != nil {
+	if err := l.txn.produce(it.outputs, it.dlq); err != nil {
 		return false, err
 	}
 	if len(it.writes) > 0 {
@@ -102,39 +100,9 @@ func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, 
 		l.produceMark(p, it.eventID)
 	}
 	if it.dup {
-		l.txnDups++
+		l.txn.dups++
 	}
 	return true, nil
-}
-
-func (l *lifetime) produce(outputs []*kgo.Record, dlq *kgo.Record) error {
-	if err := l.s.Begin(); err != nil {
-		return err
-	}
-	for _, r := range outputs {
-		if r.Topic == "" {
-			r.Topic = l.cfg.output
-		}
-		l.gate.produce(r, l.promise)
-	}
-	l.txnOutputs += int64(len(outputs))
-	if dlq != nil {
-		l.gate.produce(dlq, l.promise)
-		l.txnDLQ++
-		l.txnDLQBy[reasonIndex(headerValue(dlq, HeaderReason))]++
-	}
-	return nil
-}
-
-func (l *lifetime) promise(_ *kgo.Record, err error) {
-	if err == nil {
-		return
-	}
-	l.mu.Lock()
-	if l.produceErr == nil {
-		l.produceErr = err
-	}
-	l.mu.Unlock()
 }
 
 // checkStuck dead-letters a partition's lowest unfinished record once it has
@@ -155,7 +123,7 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 				"topic", p.topic, "partition", p.id, "offset", it.rec.Offset, "timeout", timeout)
 			p.markDone(it)
 			p.headSince = now
-			if err := l.produce(nil, dlq); err != nil {
+			if err := l.txn.produce(nil, dlq); err != nil {
 				return err
 			}
 			if it.claimed {
@@ -179,6 +147,7 @@ func (l *lifetime) backpressure() {
 			continue
 		}
 		p.paused = want
+		l.saturated = l.saturated || want
 		l.logPause(p, now)
 		m := &resume
 		if want {
@@ -227,7 +196,7 @@ func (l *lifetime) waitInFlight(ctx, drainCtx context.Context) error {
 	defer deadline.Stop()
 	for l.unfinished() > 0 {
 		select {
-		case <-l.p.compWake:
+		case <-l.r.comps.wake:
 		case <-deadline.C:
 			l.cfg.logger.Info("drain timeout: unfinished records are left to be redone", "unfinished", l.unfinished())
 			return nil

@@ -25,13 +25,14 @@ func benchDispatch(b *testing.B, opts ...Opt) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l := p.newLifetime(context.Background())
+	r := newRun(p)
+	l := r.newLifetime(context.Background())
 	stopGate := l.connect(newFakeClient())
 	defer func() {
 		l.staleAll()
-		p.d.stop()
+		r.d.stop()
 		stopGate()
-		l.stopRestores()
+		l.restores.close()
 	}()
 	recs := make([]*kgo.Record, batch)
 	for i := range recs {
@@ -51,7 +52,7 @@ func benchDispatch(b *testing.B, opts ...Opt) {
 			b.Fatal(err)
 		}
 		for l.unfinished() > 0 {
-			<-p.compWake
+			<-r.comps.wake
 			if err := l.drain(ctx); err != nil {
 				b.Fatal(err)
 			}

@@ -10,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/onceflow/onceflow/internal/changelog"
 )
 
 // Local keyspaces mirrored to changelog topics: the state store and the
@@ -179,28 +177,10 @@ func (p changelogPartitioner) ForTopic(t string) kgo.TopicPartitioner {
 	return p.dflt.ForTopic(t)
 }
 
-// produceChangelog writes one changelog record in the open transaction.
-func (l *lifetime) produceChangelog(topic string, partition int32, key, value []byte) {
-	l.gate.produce(&kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value}, l.changelogPromise)
-}
-
-// changelogPromise records how far each changelog partition got, for the
-// checkpoints written when the transaction commits.
-func (l *lifetime) changelogPromise(r *kgo.Record, err error) {
-	if err != nil {
-		l.promise(r, err)
-		return
-	}
-	l.mu.Lock()
-	k := tp{r.Topic, r.Partition}
-	l.clNext[k] = max(l.clNext[k], r.Offset+1)
-	l.mu.Unlock()
-}
-
 // committedParts returns the partitions with writes to the changelog
 // kind suffix in the committed transaction (has), calling add for each with
 // its changelog's topic ID and next offset: the checkpoint to write with
-// them. The caller holds l.mu.
+// them.
 func (l *lifetime) committedParts(suffix string, has func(*partition) bool, add func(p *partition, topicID [16]byte, next int64)) ([]*partition, error) {
 	var touched []*partition
 	for _, p := range l.parts {
@@ -208,11 +188,11 @@ func (l *lifetime) committedParts(suffix string, has func(*partition) bool, add 
 			continue
 		}
 		topic := changelogName(l.cfg.group, p.topic, suffix)
-		next, ok := l.clNext[tp{topic, p.id}]
+		next, ok := l.txn.changelogNext(tp{topic, p.id})
 		if !ok {
 			return nil, fmt.Errorf("processor: committed writes to %s/%d have no changelog offsets", topic, p.id)
 		}
-		add(p, l.p.changelogIDs[topic], next)
+		add(p, l.r.changelogIDs[topic], next)
 		touched = append(touched, p)
 	}
 	return touched, nil
@@ -221,84 +201,10 @@ func (l *lifetime) committedParts(suffix string, has func(*partition) bool, add 
 // applyCommitted applies a committed transaction's changelog writes to the
 // local stores.
 func (l *lifetime) applyCommitted() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	defer clear(l.clNext)
 	if err := l.applyState(); err != nil {
 		return err
 	}
 	return l.applyMarks()
-}
-
-// restoreGate holds a partition's records back while any of its
-// keyspaces is restoring. Rewinds carry it over to the partition's new
-// state, so a rewind during a restore does not let records through early.
-type restoreGate struct{ pending int }
-
-func (g *restoreGate) open() bool { return g == nil || g.pending == 0 }
-
-// restoreRun is one restore of one changelog partition into its store. A
-// partition revoked while restoring cancels its runs; if it comes back, a
-// new run waits for the old one to stop, so that two restores never write
-// one keyspace.
-type restoreRun struct {
-	input  tp // the input partition
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-type restoreResult struct {
-	p    *partition
-	gate *restoreGate
-	run  *restoreRun
-	key  tp     // the changelog partition
-	kind string // "state" or "dedupe", for logs and stats
-	st   changelog.Stats
-	err  error
-}
-
-// restore brings one keyspace of a newly assigned partition up to its
-// changelog's committed end in the background; the partition's records
-// wait until all its restores are done.
-func (l *lifetime) restore(p *partition, kind, topic string, t changelog.Target) {
-	if p.restore == nil {
-		p.restore = &restoreGate{}
-	}
-	gate := p.restore
-	gate.pending++
-	k := tp{topic, p.id}
-	prev := l.runs[k]
-	ctx, cancel := context.WithCancel(l.restoreCtx)
-	run := &restoreRun{input: tp{p.topic, p.id}, cancel: cancel, done: make(chan struct{})}
-	l.runs[k] = run
-	l.restoreWG.Add(1)
-	go func() {
-		defer l.restoreWG.Done()
-		var st changelog.Stats
-		err := ctx.Err()
-		if prev != nil {
-			prev.cancel()
-			<-prev.done
-		}
-		if err == nil {
-			st, err = changelog.Restore(ctx, l.cfg.brokers, l.cfg.clientOpts(), topic, p.id, t, l.cfg.logger)
-		}
-		cancel()
-		close(run.done)
-		select {
-		case l.restored <- restoreResult{p, gate, run, k, kind, st, err}:
-		case <-l.restoreCtx.Done():
-		}
-	}()
-}
-
-// cancelRestore cancels the restores of a revoked input partition.
-func (l *lifetime) cancelRestore(k tp) {
-	for _, run := range l.runs {
-		if run.input == k {
-			run.cancel()
-		}
-	}
 }
 
 // takeRestored dispatches the records of partitions whose restores
@@ -308,10 +214,8 @@ func (l *lifetime) cancelRestore(k tp) {
 func (l *lifetime) takeRestored() error {
 	for {
 		select {
-		case r := <-l.restored:
-			if l.runs[r.key] == r.run {
-				delete(l.runs, r.key)
-			}
+		case r := <-l.restores.results:
+			l.restores.finished(r)
 			if r.err == nil {
 				stat := &l.p.stats.restored
 				if r.kind == dedupeSuffix {

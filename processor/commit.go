@@ -23,10 +23,10 @@ func (l *lifetime) commit(ctx context.Context) error {
 	// not, closes the gate for the next one. A zombie's flush can time
 	// out too: it must stop, not rebuild and take its instance ID back
 	// (finding 6), which FlushFailed decides.
-	defer l.gate.reset()
+	defer l.txn.gate.reset()
 	fctx, cancel := context.WithTimeout(l.produceCtx, l.cfg.txnTimeout)
 	defer cancel()
-	if err := l.gate.releaseForCommit(fctx); err != nil {
+	if err := l.txn.gate.releaseForCommit(fctx); err != nil {
 		return l.s.FlushFailed(ctx, err)
 	}
 	plans := make(map[tp]commitPlan, len(l.parts))
@@ -40,11 +40,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 	if err := l.s.Flush(fctx); err != nil {
 		return l.s.FlushFailed(ctx, err)
 	}
-	l.mu.Lock()
-	perr := l.produceErr
-	l.produceErr = nil
-	l.mu.Unlock()
-	if perr != nil {
+	if perr := l.txn.takeProduceErr(); perr != nil {
 		l.cfg.logger.Warn("a produce failed; aborting the transaction", "err", perr)
 		if err := l.s.Abort(ctx); err != nil {
 			return err
@@ -133,13 +129,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 		p.committed, p.committedDone, p.doneSinceCommit = pl.base, pl.done, 0
 	}
 	l.p.stats.commits.Add(1)
-	l.p.stats.outputs.Add(l.txnOutputs)
-	l.p.stats.dlq.Add(l.txnDLQ)
-	for i, n := range l.txnDLQBy {
-		l.p.stats.dlqBy[i].Add(n)
-	}
-	l.p.stats.dups.Add(l.txnDups)
-	l.txnOutputs, l.txnDLQ, l.txnDLQBy, l.txnDups = 0, 0, [len(dlqReasons)]int64{}, 0
+	l.txn.settle(&l.p.stats)
 	l.cfg.logger.Debug("committed", "took", time.Since(start))
 	return nil
 }
@@ -163,10 +153,7 @@ func (l *lifetime) rewindAll() {
 		p.gen.Store(0)
 		l.parts[k] = np
 	}
-	l.txnOutputs, l.txnDLQ, l.txnDLQBy, l.txnDups = 0, 0, [len(dlqReasons)]int64{}, 0
-	l.mu.Lock()
-	clear(l.clNext)
-	l.mu.Unlock()
+	l.txn.discard()
 	l.p.stats.reprocessed.Add(redo)
 }
 

@@ -210,15 +210,15 @@ func (l *lifetime) screen(p *partition, its []*item) error {
 // in the open transaction: key the event ID, value the mark time.
 func (l *lifetime) produceMark(p *partition, id []byte) {
 	at := l.p.dedupeOpts.Clock.Now()
-	l.produceChangelog(p.dedupe.changelog, p.id, id, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())))
+	l.txn.produceChangelog(p.dedupe.changelog, p.id, id, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())))
 	p.dedupe.txn = append(p.dedupe.txn, markWrite{id, at})
 }
 
 // applyMarks applies a committed transaction's marks to the store in one
 // batch, with each partition's changelog checkpoint, and releases their
-// IDs from the pending sets. The caller holds l.mu.
+// IDs from the pending sets.
 func (l *lifetime) applyMarks() error {
-	if l.p.marks == nil {
+	if l.r.marks == nil {
 		return nil
 	}
 	var b dedupe.Batch
@@ -233,7 +233,7 @@ func (l *lifetime) applyMarks() error {
 	if err != nil || len(touched) == 0 {
 		return err
 	}
-	if err := l.p.marks.Apply(&b); err != nil {
+	if err := l.r.marks.Apply(&b); err != nil {
 		return fmt.Errorf("processor: applying committed event IDs: %w", err)
 	}
 	for _, p := range touched {

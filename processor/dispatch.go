@@ -34,7 +34,7 @@ type dispatcher struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // workers and backoff waits
-	active   atomic.Int64   // sessions with records queued, running or backing off
+	active   *atomic.Int64  // sessions with records queued, running or backing off
 
 	mu       sync.Mutex // guards what follows
 	runq     []*session // FIFO: runq[runqHead:] wait for a worker
@@ -97,7 +97,7 @@ type worker struct {
 }
 
 func newDispatcher(cfg *config, shards int, complete func(*item)) *dispatcher {
-	d := &dispatcher{cfg: cfg, shards: make([]shard, shards), complete: complete}
+	d := &dispatcher{cfg: cfg, shards: make([]shard, shards), complete: complete, active: new(atomic.Int64)}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	for i := range d.shards {
 		d.shards[i].sessions = make(map[uint64]*session)

@@ -72,3 +72,27 @@
 // Both are off by default and then cost nothing per record. See
 // docs/operations.md for the metrics reference and what to alert on.
 package processor
+
+// A map of the package's types, for readers of its code. One record goes
+// fetch -> partition.track -> lifetime.dispatchWindow -> dispatcher ->
+// worker (session.go: runTurn, attempt) -> completionQueue ->
+// lifetime.drain/tryAdmit -> transaction.produce -> lifetime.commit.
+//
+//	Processor          processor.go   options, counters, metrics; Run builds a run
+//	run                run.go         one Run call: workers, completion queue, local stores
+//	lifetime           loop.go        one transactional client: the loop (poll, intake,
+//	                   admit.go       drain and admission, stuck records, backpressure,
+//	                   commit.go      commit and rewind)
+//	txnClient          client.go      what the loop needs of txn.Session; faked in tests
+//	transaction        transaction.go the open transaction: produce, promises, counts
+//	openGate           opengate.go    a transaction's first record goes out alone
+//	commitSchedule     schedule.go    when the next commit starts
+//	groupEvents        group.go       the group callbacks' news for the loop
+//	restores           restore.go     changelog restores of newly assigned partitions
+//	partition, item    partition.go   a partition's records in offset order; commit point
+//	dispatcher         dispatch.go    sessions, the run queue and the worker pool
+//	                   session.go     one session's turn on a worker; retries
+//	completionQueue    completions.go finished items back to the loop
+//	partState          state.go, statesync.go    session state and its changelog
+//	partDedupe         dedupe.go      event-ID marks and their changelog
+//	                   positions.go   the position guard's log

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -11,14 +14,140 @@ import (
 	"github.com/onceflow/onceflow/internal/offsetmeta"
 )
 
+// groupEvents is what the client's group callbacks report to the loop.
+// The callbacks run on the client's goroutines; the loop takes the news
+// between polls (handleEvents).
+type groupEvents struct {
+	log  *slog.Logger
+	wake func() // interrupts the loop's poll
+
+	// rebalanceWanted: a rebalance waits for the loop to commit (see
+	// txn.Session.Poll).
+	rebalanceWanted atomic.Bool
+
+	mu         sync.Mutex
+	assigned   map[tp]committedInfo // the committed position of each assigned partition
+	revoked    []tp
+	fatal      error
+	rebalanced bool // a rebalance ran since the last take
+}
+
+type committedInfo struct {
+	offset int64
+	done   []offsetmeta.Range
+}
+
+func newGroupEvents(log *slog.Logger, wake func()) *groupEvents {
+	return &groupEvents{log: log, wake: wake, assigned: make(map[tp]committedInfo)}
+}
+
+// take returns and clears what happened since the last take.
+func (g *groupEvents) take() (fatal error, revoked []tp, rebalanced bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fatal, revoked, rebalanced = g.fatal, g.revoked, g.rebalanced
+	g.revoked, g.rebalanced = nil, false
+	return fatal, revoked, rebalanced
+}
+
+// committed returns the committed position of an assigned partition.
+func (g *groupEvents) committed(k tp) (committedInfo, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	info, ok := g.assigned[k]
+	return info, ok
+}
+
+// update replaces an assigned partition's committed position with what fn
+// returns, if fn says so.
+func (g *groupEvents) update(k tp, fn func(served committedInfo, ok bool) (committedInfo, bool)) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	served, ok := g.assigned[k]
+	info, replace := fn(served, ok)
+	if replace {
+		g.assigned[k] = info
+	}
+	return replace
+}
+
+func (g *groupEvents) assignedCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.assigned)
+}
+
+// fail makes the loop stop with err.
+func (g *groupEvents) fail(err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fatal == nil {
+		g.fatal = err
+	}
+}
+
+func (g *groupEvents) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for t, ps := range revoked {
+		for _, p := range ps {
+			g.revoked = append(g.revoked, tp{t, p})
+			delete(g.assigned, tp{t, p})
+		}
+	}
+	g.rebalanced = true
+}
+
+func (g *groupEvents) onRebalanceWanted(context.Context, *kgo.Client) {
+	g.rebalanceWanted.Store(true)
+	g.wake()
+}
+
+// onOffsetsFetched decodes the committed metadata of newly assigned
+// partitions. Corrupt onceflow metadata stops the processor; foreign
+// metadata (another tool's, or franz-go's default member ID) is taken to
+// mean nothing above the committed offset is done, and logged.
+func (g *groupEvents) onOffsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rebalanced = true
+	add := func(topic string, p kmsg.OffsetFetchResponseTopicPartition) {
+		info := committedInfo{offset: p.Offset}
+		if p.Offset >= 0 && p.Metadata != nil {
+			done, err := offsetmeta.Decode(p.Offset, *p.Metadata)
+			switch {
+			case errors.Is(err, offsetmeta.ErrForeign):
+				g.log.Info("commit metadata not written by onceflow; resuming from the committed offset alone",
+					"topic", topic, "partition", p.Partition, "offset", p.Offset)
+			case err != nil:
+				if g.fatal == nil {
+					g.fatal = fmt.Errorf("partition %s/%d at offset %d: %w", topic, p.Partition, p.Offset, err)
+				}
+			default:
+				info.done = done
+			}
+		}
+		g.assigned[tp{topic, p.Partition}] = info
+		g.log.Debug("offsets fetched", "topic", topic, "partition", p.Partition, "offset", info.offset, "done", info.done)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			add(t.Topic, p)
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				add(t.Topic, kmsg.OffsetFetchResponseTopicPartition{Partition: p.Partition, Offset: p.Offset, Metadata: p.Metadata})
+			}
+		}
+	}
+	return nil
+}
+
 // handleEvents applies what the group callbacks reported.
 func (l *lifetime) handleEvents(ctx context.Context) error {
-	l.mu.Lock()
-	fatal, revoked := l.fatal, l.revoked
-	l.revoked = nil
-	rebalanced := l.rebalanced
-	l.rebalanced = false
-	l.mu.Unlock()
+	fatal, revoked, rebalanced := l.group.take()
 	if fatal != nil {
 		return fatal
 	}
@@ -29,7 +158,7 @@ func (l *lifetime) handleEvents(ctx context.Context) error {
 	for _, k := range revoked {
 		l.cfg.logger.Debug("revoked", "partition", k.partition)
 		l.p.metrics.unpublish(k)
-		l.cancelRestore(k)
+		l.restores.cancel(k)
 		if p := l.parts[k]; p != nil {
 			p.gen.Store(0)
 			delete(l.parts, k)
@@ -50,63 +179,6 @@ func (l *lifetime) handleEvents(ctx context.Context) error {
 		// aborts. Nothing is open: clear the mark with an empty abort
 		// (its rewind is harmless, refetched records are filtered).
 		return l.s.Abort(ctx)
-	}
-	return nil
-}
-
-func (l *lifetime) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for t, ps := range revoked {
-		for _, p := range ps {
-			l.revoked = append(l.revoked, tp{t, p})
-			delete(l.fetched, tp{t, p})
-		}
-	}
-	l.rebalanced = true
-}
-
-func (l *lifetime) onRebalanceWanted(context.Context, *kgo.Client) {
-	l.pendingRebalance.Store(true)
-	l.p.wakePoll()
-}
-
-// onOffsetsFetched decodes the committed metadata of newly assigned
-// partitions. Corrupt onceflow metadata stops the processor; foreign
-// metadata (another tool's, or franz-go's default member ID) is taken to
-// mean nothing above the committed offset is done, and logged.
-func (l *lifetime) onOffsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.rebalanced = true
-	add := func(topic string, p kmsg.OffsetFetchResponseTopicPartition) {
-		info := committedInfo{offset: p.Offset}
-		if p.Offset >= 0 && p.Metadata != nil {
-			done, err := offsetmeta.Decode(p.Offset, *p.Metadata)
-			switch {
-			case errors.Is(err, offsetmeta.ErrForeign):
-				l.cfg.logger.Info("commit metadata not written by onceflow; resuming from the committed offset alone",
-					"topic", topic, "partition", p.Partition, "offset", p.Offset)
-			case err != nil:
-				l.fatal = fmt.Errorf("partition %s/%d at offset %d: %w", topic, p.Partition, p.Offset, err)
-			default:
-				info.done = done
-			}
-		}
-		l.fetched[tp{topic, p.Partition}] = info
-		l.cfg.logger.Debug("offsets fetched", "topic", topic, "partition", p.Partition, "offset", info.offset, "done", info.done)
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			add(t.Topic, p)
-		}
-	}
-	for _, g := range resp.Groups {
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				add(t.Topic, kmsg.OffsetFetchResponseTopicPartition{Partition: p.Partition, Offset: p.Offset, Metadata: p.Metadata})
-			}
-		}
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,55 +22,39 @@ type tp struct {
 	partition int32
 }
 
-type committedInfo struct {
-	offset int64
-	done   []offsetmeta.Range
-}
-
-// lifetime is one transactional client's run. The loop goroutine owns all
-// of it except the fields under mu, which the client's group callbacks
-// write.
+// lifetime is one transactional client's run: the loop. The loop
+// goroutine owns it; what other goroutines report arrives through group
+// (the client's callbacks), restores, the run's completion queue and
+// listedEnds.
 type lifetime struct {
 	p     *Processor
+	r     *run
 	cfg   *config
 	s     txnClient
-	gate  openGate // holds a transaction's records behind its first
-	parts map[tp]*partition
-	comps []*item
+	txn   *transaction      // the open transaction
+	group *groupEvents      // news from the group callbacks
+	parts map[tp]*partition // the assigned partitions the loop has seen records of
+	comps []*item           // reused by drain
 
-	nextCommit time.Time
+	sched     commitSchedule
+	saturated bool // work waited for room in the open transaction (see commitSchedule)
 	// now is the clock's time after the last poll (or drain wait): one
 	// reading per loop step serves every record of the step.
-	now        time.Time
-	rebalanced bool // a rebalance ran since the last commit
+	now time.Time
 
-	pendingRebalance atomic.Bool
-
-	restored   chan restoreResult
-	runs       map[tp]*restoreRun // the latest restore of each changelog partition
-	restoreCtx context.Context
+	restores *restores
 	// produceCtx outlives Run's context: records of a transaction that
 	// is still to commit must not be canceled by a shutdown.
-	produceCtx  context.Context
-	restoreWG   sync.WaitGroup
-	stopRestore context.CancelFunc
+	produceCtx context.Context
 
-	mu         sync.Mutex
-	clNext     map[tp]int64 // next changelog offset after this transaction's writes
-	fetched    map[tp]committedInfo
-	revoked    []tp
-	fatal      error
-	produceErr error
-	txnOutputs int64
-	txnDLQ     int64
-	txnDups    int64 // duplicates skipped in the open transaction
-	txnDLQBy   [len(dlqReasons)]int64
+	mu         sync.Mutex   // guards listedEnds, which refreshEnds writes
 	listedEnds map[tp]int64 // end offsets listed by refreshEnds, for publish
 }
 
-func (p *Processor) runLifetime(ctx context.Context) error {
-	l := p.newLifetime(ctx)
-	defer l.stopRestores()
+func (r *run) runLifetime(ctx context.Context) error {
+	p := r.p
+	l := r.newLifetime(ctx)
+	defer l.restores.close()
 	cfg := l.cfg
 	clientOpts := cfg.clientOpts()
 	if topics := cfg.changelogTopics(); len(topics) > 0 {
@@ -93,10 +76,10 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 		RebalanceTimeout:   cfg.rebalanceTimeout,
 		Incarnation:        p.incarnation,
 		ClientOpts: append(append(clientOpts,
-			kgo.OnOffsetsFetched(l.onOffsetsFetched),
-			kgo.OnPartitionsRevoked(l.onRevoked),
-			kgo.OnPartitionsLost(l.onRevoked),
-			kgo.OnPartitionsCallbackBlocked(l.onRebalanceWanted),
+			kgo.OnOffsetsFetched(l.group.onOffsetsFetched),
+			kgo.OnPartitionsRevoked(l.group.onRevoked),
+			kgo.OnPartitionsLost(l.group.onRevoked),
+			kgo.OnPartitionsCallbackBlocked(l.group.onRebalanceWanted),
 		), l.positionGuardOpts()...),
 	})
 	if err != nil {
@@ -119,40 +102,30 @@ func (p *Processor) runLifetime(ctx context.Context) error {
 }
 
 // newLifetime builds a lifetime without its client (see connect).
-func (p *Processor) newLifetime(ctx context.Context) *lifetime {
-	l := &lifetime{p: p, cfg: &p.cfg, parts: make(map[tp]*partition), fetched: make(map[tp]committedInfo),
-		restored: make(chan restoreResult, 64), runs: make(map[tp]*restoreRun), clNext: make(map[tp]int64), listedEnds: make(map[tp]int64)}
-	l.restoreCtx, l.stopRestore = context.WithCancel(ctx)
+func (r *run) newLifetime(ctx context.Context) *lifetime {
+	l := &lifetime{p: r.p, r: r, cfg: r.cfg, parts: make(map[tp]*partition),
+		listedEnds: make(map[tp]int64)}
+	l.group = newGroupEvents(r.cfg.logger, r.comps.wakePoll)
+	l.restores = newRestores(ctx, r.cfg)
 	l.produceCtx = context.WithoutCancel(ctx)
 	return l
-}
-
-// stopRestores cancels the lifetime's restores and waits for them.
-func (l *lifetime) stopRestores() {
-	l.stopRestore()
-	l.restoreWG.Wait()
 }
 
 // connect gives the lifetime its client. The returned func ends the open
 // gate's goroutines; call it before closing the client.
 func (l *lifetime) connect(s txnClient) (stop func()) {
 	l.s = s
-	gateCtx, stopGate := context.WithCancel(l.produceCtx)
-	l.gate = openGate{
-		send:  func(r *kgo.Record, promise func(*kgo.Record, error)) { s.Produce(l.produceCtx, r, promise) },
-		flush: s.Flush,
-		wake:  l.p.wakePoll,
-		ctx:   gateCtx,
-	}
+	var stopGate context.CancelFunc
+	l.txn, stopGate = newTransaction(s, l.cfg, l.produceCtx, l.r.comps.wakePoll)
 	return func() {
 		stopGate()
-		l.gate.wait()
+		l.txn.gate.wait()
 	}
 }
 
 func (l *lifetime) run(ctx context.Context) error {
 	cfg := l.cfg
-	l.nextCommit = time.Now().Add(cfg.commitInterval)
+	l.sched = newCommitSchedule(cfg.commitFloor(), cfg.commitInterval, time.Now())
 	for {
 		if ctx.Err() != nil {
 			return l.shutdown()
@@ -169,10 +142,10 @@ func (l *lifetime) run(ctx context.Context) error {
 		if err := l.checkStuck(ctx); err != nil {
 			return err
 		}
-		l.gate.releaseIfReady()
+		l.txn.gate.releaseIfReady()
 		l.backpressure()
-		wantRebalance := l.pendingRebalance.Load()
-		if !wantRebalance && time.Now().Before(l.nextCommit) {
+		wantRebalance := l.group.rebalanceWanted.Load()
+		if !wantRebalance && !l.sched.due(time.Now(), l.s.InTxn()) {
 			continue
 		}
 		if wantRebalance {
@@ -194,8 +167,9 @@ func (l *lifetime) run(ctx context.Context) error {
 			return err
 		}
 		l.publish()
-		l.nextCommit = time.Now().Add(cfg.commitInterval)
-		l.pendingRebalance.Store(false)
+		l.sched.ended(time.Now(), l.saturated)
+		l.saturated = false
+		l.group.rebalanceWanted.Store(false)
 		l.s.AllowRebalance()
 	}
 }
@@ -207,17 +181,20 @@ func (l *lifetime) run(ctx context.Context) error {
 // bound: a poll lands in partitions before backpressure can pause them.
 func (l *lifetime) poll(ctx context.Context) error {
 	room := min(l.cfg.maxBuffer-l.totalBuffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.fetching()))
-	pctx, cancel := context.WithDeadline(ctx, l.nextCommit)
+	pctx, cancel := context.WithDeadline(ctx, l.sched.next(l.s.InTxn()))
 	defer cancel()
 	if room <= 0 {
 		room = 1 // every partition is paused; poll only to let rebalances in
 	}
-	l.p.pollWake.Store(&cancel)
-	if l.p.hasCompletions() || l.gate.ready() {
+	l.r.comps.pollWake.Store(&cancel)
+	if l.r.comps.pending() || l.txn.gate.ready() {
 		cancel() // woken before the wake was armed: do not wait
 	}
 	fs := l.s.Poll(pctx, room)
-	l.p.pollWake.Store(nil)
+	if fs.NumRecords() >= room {
+		l.saturated = true // more may wait in the client's buffer
+	}
+	l.r.comps.pollWake.Store(nil)
 	l.now = l.cfg.clock.Now()
 	var fatal error
 	fs.EachError(func(topic string, partition int32, err error) {
@@ -289,10 +266,10 @@ func (l *lifetime) dispatchWindow(p *partition) error {
 	for i, it := range batch {
 		batch[i] = nil
 		if it.dup || it.dlq != nil { // screened out: done without its handler
-			l.p.complete(it)
+			l.r.comps.push(it)
 			continue
 		}
-		l.p.d.dispatch(l.sessionKey(p, it), it)
+		l.r.d.dispatch(l.sessionKey(p, it), it)
 	}
 	p.undispatched = p.undispatched[n:]
 	return nil
@@ -319,9 +296,7 @@ func (l *lifetime) partition(topic string, id int32) *partition {
 	if p := l.parts[k]; p != nil {
 		return p
 	}
-	l.mu.Lock()
-	info, ok := l.fetched[k]
-	l.mu.Unlock()
+	info, ok := l.group.committed(k)
 	if !ok {
 		info.offset = -1
 	}
@@ -331,10 +306,10 @@ func (l *lifetime) partition(topic string, id int32) *partition {
 		if h := l.cfg.hooks.restoreApply; h != nil {
 			t = hookedTarget{t, func(n int) error { return h(id, n) }}
 		}
-		l.restore(p, "state", p.state.changelog, t)
+		l.restores.start(p, "state", p.state.changelog, t)
 	}
 	if p.dedupe != nil {
-		l.restore(p, "dedupe", p.dedupe.changelog, p.dedupe.tgt)
+		l.restores.start(p, "dedupe", p.dedupe.changelog, p.dedupe.tgt)
 	}
 	l.parts[k] = p
 	return p
@@ -344,13 +319,13 @@ func (l *lifetime) partition(topic string, id int32) *partition {
 // metadata. prev, when set, is the state a rewind replaces: what outlives
 // a rewind (a restore in progress, the dedupe target) is carried over.
 func (l *lifetime) newPartition(topic string, id int32, committed int64, done []offsetmeta.Range, prev *partition) *partition {
-	p := newPartition(topic, id, l.p.gen.Add(1), committed, done)
-	if l.p.store != nil {
-		p.state = &partState{store: l.p.store, p: statestore.Partition{Topic: topic, Partition: id},
+	p := newPartition(topic, id, l.r.gen.Add(1), committed, done)
+	if l.r.store != nil {
+		p.state = &partState{store: l.r.store, p: statestore.Partition{Topic: topic, Partition: id},
 			changelog: changelogTopic(l.cfg.group, topic), over: make(map[string]stateWrite)}
 	}
-	if l.p.marks != nil {
-		tgt := newDedupeTarget(l.p.marks, topic, id, l.p.dedupeOpts.MaxIDLen)
+	if l.r.marks != nil {
+		tgt := newDedupeTarget(l.r.marks, topic, id, l.p.dedupeOpts.MaxIDLen)
 		if prev != nil {
 			tgt = prev.dedupe.tgt
 		}
@@ -365,9 +340,7 @@ func (l *lifetime) newPartition(topic string, id int32, committed int64, done []
 
 // fetching counts the assigned partitions whose fetching is not paused.
 func (l *lifetime) fetching() int {
-	l.mu.Lock()
-	n := max(len(l.fetched), len(l.parts))
-	l.mu.Unlock()
+	n := max(l.group.assignedCount(), len(l.parts))
 	for _, p := range l.parts {
 		if p.paused {
 			n--

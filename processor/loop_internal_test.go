@@ -28,14 +28,15 @@ func newLoopHarness(t *testing.T, h Handler, opts ...Opt) *loopHarness {
 	p, err := New(append([]Opt{WithBrokers("x"), WithGroup("g"), WithInstanceID("i"), WithInputTopics("in"),
 		WithOutputTopic("out"), WithDLQTopic("dlq"), WithHandler(h)}, opts...)...)
 	require.NoError(t, err)
-	l := p.newLifetime(context.Background())
+	r := newRun(p)
+	l := r.newLifetime(context.Background())
 	c := newFakeClient()
 	stopGate := l.connect(c)
 	t.Cleanup(func() {
 		l.staleAll()
-		p.d.stop()
+		r.d.stop()
 		stopGate()
-		l.stopRestores()
+		l.restores.close()
 	})
 	return &loopHarness{t: t, p: p, l: l, c: c}
 }
@@ -65,7 +66,7 @@ func (h *loopHarness) settle(cond func() bool) {
 			return
 		}
 		select {
-		case <-h.p.compWake:
+		case <-h.l.r.comps.wake:
 		case <-deadline:
 			h.t.Fatalf("loop did not settle: %d unfinished, %d held", h.l.unfinished(), len(h.part().held))
 		}
@@ -260,13 +261,13 @@ func TestLoopRevokeDropsInFlightWork(t *testing.T) {
 	h := newLoopHarness(t, b.handle)
 	h.intake(records(0, 6, 3)...)
 	h.settle(func() bool { return h.l.unfinished() == 2 }) // 2, and 5 behind it
-	h.l.onRevoked(context.Background(), nil, map[string][]int32{"in": {0}})
+	h.l.group.onRevoked(context.Background(), nil, map[string][]int32{"in": {0}})
 	require.NoError(t, h.l.handleEvents(context.Background()))
 	require.Nil(t, h.part(), "a revoked partition is forgotten")
 	b.release(2)
 	// Its completion arrives stale and is not produced.
 	deadline := time.After(5 * time.Second)
-	for h.p.d.activeSessions() > 0 {
+	for h.l.r.d.activeSessions() > 0 {
 		select {
 		case <-deadline:
 			t.Fatal("sessions did not end")
@@ -285,7 +286,7 @@ func TestLoopRevokeDropsInFlightWork(t *testing.T) {
 func TestLoopSkipsRecordsFinishedByEarlierTransaction(t *testing.T) {
 	h := newLoopHarness(t, copyToOutput)
 	// As if the previous owner committed offset 2 with 3..5 and 7 done.
-	h.l.fetched[tp{"in", 0}] = committedInfo{offset: 2, done: []offsetmeta.Range{{Start: 3, End: 6}, {Start: 7, End: 8}}}
+	h.l.group.assigned[tp{"in", 0}] = committedInfo{offset: 2, done: []offsetmeta.Range{{Start: 3, End: 6}, {Start: 7, End: 8}}}
 	h.intake(records(2, 10, 3)...)
 	h.settle(h.idle)
 	h.commit()

@@ -92,7 +92,7 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "active_sessions", ConstLabels: constLabels,
 			Help: "Sessions with records queued, running or backing off (Stats.ActiveSessions).",
-		}, func() float64 { return float64(p.d.activeSessions()) }),
+		}, func() float64 { return float64(p.stats.activeSessions.Load()) }),
 	}
 	// One counter per reason, under one name: the reasons are fixed, so
 	// they are CounterFuncs like the rest.

@@ -88,6 +88,7 @@ type config struct {
 	dlq                string
 	handler            Handler
 	commitInterval     time.Duration
+	minCommitInterval  time.Duration
 	txnTimeout         time.Duration
 	sessionTimeout     time.Duration
 	rebalanceTimeout   time.Duration
@@ -252,11 +253,28 @@ func WithMaxBuffered(perPartition, total int) Opt {
 
 // Transactions, commits and the group.
 
-// WithCommitInterval sets how often the transaction commits: Kafka
-// Streams' commit.interval.ms, which is 100ms under exactly-once. Longer
-// intervals cost less per record and add end-to-end latency. It must be
-// shorter than the transaction timeout. Default 100ms.
+// WithCommitInterval bounds the time between commits: Kafka Streams'
+// commit.interval.ms, which is 100ms under exactly-once. It is the latency
+// bound, not the pace: commits are scheduled by load (see
+// WithMinCommitInterval), and a transaction with finished work commits at
+// the latest this long after the previous commit ended. It must be shorter
+// than the transaction timeout. Default 100ms.
 func WithCommitInterval(d time.Duration) Opt { return opt(func(c *config) { c.commitInterval = d }) }
+
+// WithMinCommitInterval sets the shortest time from one commit's end to
+// the next commit's start. Outputs become visible only when their
+// transaction commits, so by default the processor commits as soon as a
+// transaction holds finished work and this floor has passed: at light load
+// the commit round trip is the latency. While work waits for room (a
+// partition's fetching paused on its bound) the floor doubles after each
+// commit, up to WithCommitInterval, so heavy load commits less often and
+// spends less per record; it halves again as load falls. Equal to
+// WithCommitInterval, commits run on a fixed interval as Kafka Streams'
+// do. No Kafka setting. Default (0): 1ms, or WithCommitInterval if that is
+// shorter.
+func WithMinCommitInterval(d time.Duration) Opt {
+	return opt(func(c *config) { c.minCommitInterval = d })
+}
 
 // WithTransactionTimeout sets transaction.timeout.ms: how long the
 // coordinator lets a transaction stay open before aborting it. It bounds
@@ -449,6 +467,8 @@ func (c *config) validate() error {
 		return invalid("WithCommitInterval: must be positive, got %v", c.commitInterval)
 	case c.txnTimeout < time.Second:
 		return invalid("WithTransactionTimeout: must be at least 1s, got %v", c.txnTimeout)
+	case c.minCommitInterval < 0 || c.minCommitInterval > c.commitInterval:
+		return invalid("WithMinCommitInterval: need 0 <= min <= WithCommitInterval (%v), got %v", c.commitInterval, c.minCommitInterval)
 	case c.commitInterval >= c.txnTimeout:
 		return invalid("WithCommitInterval (%v) must be shorter than WithTransactionTimeout (%v)", c.commitInterval, c.txnTimeout)
 	case c.sessionTimeout <= 0 || c.rebalanceTimeout <= 0:

@@ -81,7 +81,7 @@ func (l *lifetime) producePositions(plans map[tp]commitPlan) {
 		if pl.base < 0 || pl.base == p.committed && slices.Equal(pl.done, p.committedDone) {
 			continue
 		}
-		l.produceChangelog(positionsTopic(l.cfg.group, k.topic), k.partition, positionKey(k.partition), encodePosition(pl.base, pl.done))
+		l.txn.produceChangelog(positionsTopic(l.cfg.group, k.topic), k.partition, positionKey(k.partition), encodePosition(pl.base, pl.done))
 	}
 }
 
@@ -110,9 +110,7 @@ func (l *lifetime) adjustOffsets(ctx context.Context, offsets map[string]map[int
 			}
 			base, done, err := decodePosition(r.Value)
 			if err != nil {
-				l.mu.Lock()
-				l.fatal = fmt.Errorf("position log %s/%d at offset %d: %w", name, id, r.Offset, err)
-				l.mu.Unlock()
+				l.group.fail(fmt.Errorf("position log %s/%d at offset %d: %w", name, id, r.Offset, err))
 				continue
 			}
 			if l.takePosition(tp{topic, id}, base, done) {
@@ -128,29 +126,30 @@ func (l *lifetime) adjustOffsets(ctx context.Context, offsets map[string]map[int
 // later offset wins, and the finished ranges of both are merged (each was
 // committed, so each record in them is done).
 func (l *lifetime) takePosition(k tp, base int64, done []offsetmeta.Range) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	served, ok := l.fetched[k]
-	if !ok {
-		served.offset = -1
+	taken := l.group.update(k, func(served committedInfo, ok bool) (committedInfo, bool) {
+		if !ok {
+			served.offset = -1
+		}
+		if served.offset > base {
+			return served, false // the log is behind (written while the guard was off)
+		}
+		merged := mergeRanges(done, served.done, base)
+		if served.offset == base && slices.Equal(merged, served.done) {
+			return served, false
+		}
+		log := l.cfg.logger.With("topic", k.topic, "partition", k.partition, "served", served.offset, "served_done", served.done,
+			"logged", base, "logged_done", done)
+		if served.offset < 0 {
+			log.Warn("the group has no committed offset but the position log has one; resuming from the log")
+		} else {
+			log.Warn("the group coordinator served a position older than the committed position log; resuming from the log (the stale one would redo and re-emit what was committed since)")
+		}
+		return committedInfo{offset: base, done: merged}, true
+	})
+	if taken {
+		l.p.stats.positionRegressions.Add(1)
 	}
-	if served.offset > base {
-		return false // the log is behind (written while the guard was off)
-	}
-	merged := mergeRanges(done, served.done, base)
-	if served.offset == base && slices.Equal(merged, served.done) {
-		return false
-	}
-	log := l.cfg.logger.With("topic", k.topic, "partition", k.partition, "served", served.offset, "served_done", served.done,
-		"logged", base, "logged_done", done)
-	if served.offset < 0 {
-		log.Warn("the group has no committed offset but the position log has one; resuming from the log")
-	} else {
-		log.Warn("the group coordinator served a position older than the committed position log; resuming from the log (the stale one would redo and re-emit what was committed since)")
-	}
-	l.fetched[k] = committedInfo{offset: base, done: merged}
-	l.p.stats.positionRegressions.Add(1)
-	return true
+	return taken
 }
 
 // mergeRanges returns the union of two sorted range lists, from offset

@@ -3,16 +3,12 @@ package processor
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow/dedupe"
-	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/txn"
 )
 
@@ -27,24 +23,11 @@ type Processor struct {
 	// across client rebuilds so that a zombie keeps its old one: see
 	// txn.Config.Incarnation.
 	incarnation int64
-	gen         atomic.Uint64 // source of partition generations
 
-	compMu   sync.Mutex
-	comps    []*item
-	compWake chan struct{}
-	// pollWake, when set, interrupts a poll so that paused partitions
-	// can resume as soon as completions free room.
-	pollWake atomic.Pointer[context.CancelFunc]
-
-	stats   counters
-	d       *dispatcher
-	metrics *metrics     // nil without WithMetrics
-	tracer  trace.Tracer // nil without WithTracerProvider
-
-	store        *statestore.Store   // nil without WithStateStore
-	marks        *dedupe.Store       // nil without WithDedupe
-	dedupeOpts   dedupe.Options      // with defaults, when WithDedupe
-	changelogIDs map[string][16]byte // changelog topic IDs, for checkpoints
+	stats      counters
+	metrics    *metrics       // nil without WithMetrics
+	tracer     trace.Tracer   // nil without WithTracerProvider
+	dedupeOpts dedupe.Options // with defaults, when WithDedupe
 }
 
 // New validates the options and builds a Processor. Nothing is contacted
@@ -59,50 +42,15 @@ func New(opts ...Opt) (*Processor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Processor{cfg: cfg, compWake: make(chan struct{}, 1)}
+	p := &Processor{cfg: cfg}
 	if cfg.dedupeSet {
 		p.dedupeOpts = cfg.dedupeOptions()
 	}
-	p.d = newDispatcher(&p.cfg, 4*runtime.GOMAXPROCS(0), p.complete)
-	p.d.retries = &p.stats.retries
 	if cfg.tracerProvider != nil {
 		p.tracer = cfg.tracerProvider.Tracer(tracerName)
-		p.d.tracer = p.tracer
 	}
 	p.metrics = newMetrics(cfg.registerer, &p.cfg, p)
 	return p, nil
-}
-
-// complete hands a finished item back to the loop.
-func (p *Processor) complete(it *item) {
-	p.compMu.Lock()
-	p.comps = append(p.comps, it)
-	p.compMu.Unlock()
-	select {
-	case p.compWake <- struct{}{}:
-	default:
-	}
-	p.wakePoll()
-}
-
-// wakePoll interrupts the loop's poll, if it is polling.
-func (p *Processor) wakePoll() {
-	if wake := p.pollWake.Load(); wake != nil {
-		(*wake)()
-	}
-}
-
-func (p *Processor) hasCompletions() bool {
-	p.compMu.Lock()
-	defer p.compMu.Unlock()
-	return len(p.comps) > 0
-}
-
-func (p *Processor) takeCompletions(into []*item) []*item {
-	p.compMu.Lock()
-	into, p.comps = p.comps, into[:0]
-	p.compMu.Unlock()
-	return into
 }
 
 // Run processes records until ctx is done, then finishes in-flight records
@@ -118,27 +66,14 @@ func (p *Processor) Run(ctx context.Context) error {
 		return ErrAlreadyRun
 	}
 	p.incarnation = time.Now().UnixNano()
-	defer p.d.stop()
-	ids, err := ensureChangelogs(ctx, &p.cfg)
-	if err != nil {
+	r := newRun(p)
+	defer r.close()
+	if err := r.open(ctx); err != nil {
 		return err
-	}
-	p.changelogIDs = ids
-	if p.cfg.stateDir != "" {
-		if p.store, err = statestore.Open(p.cfg.stateDir, p.cfg.stateOpts); err != nil {
-			return err
-		}
-		defer p.store.Close()
-	}
-	if p.cfg.dedupeSet {
-		if p.marks, err = dedupe.Open(p.cfg.dedupeDir, storeOptions(p.dedupeOpts)); err != nil {
-			return fmt.Errorf("processor: opening the dedupe store: %w", err)
-		}
-		defer p.marks.Close()
 	}
 	log := p.cfg.logger
 	for {
-		err := p.runLifetime(ctx)
+		err := r.runLifetime(ctx)
 		switch {
 		case err == nil:
 			return nil
@@ -188,7 +123,7 @@ type Stats struct {
 
 type counters struct {
 	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
-	dups, marksRestored, positionRegressions                                                                       atomic.Int64
+	dups, marksRestored, positionRegressions, activeSessions                                                       atomic.Int64
 	dlqBy                                                                                                          [len(dlqReasons)]atomic.Int64
 }
 
@@ -213,6 +148,6 @@ func (p *Processor) Stats() Stats {
 
 		PositionRegressions: p.stats.positionRegressions.Load(),
 	}
-	s.ActiveSessions = p.d.activeSessions()
+	s.ActiveSessions = int(p.stats.activeSessions.Load())
 	return s
 }

@@ -17,20 +17,19 @@ func (l *lifetime) produceWrites(p *partition, ws []stateWrite) {
 		if !w.Delete {
 			v = w.Value
 		}
-		l.produceChangelog(p.state.changelog, p.id, w.Key, v)
+		l.txn.produceChangelog(p.state.changelog, p.id, w.Key, v)
 	}
 	p.state.txn = append(p.state.txn, ws...)
 }
 
 // applyState applies a committed transaction's writes to the store in one
 // batch, with each partition's changelog checkpoint. A crash before this
-// leaves the store behind, never ahead; restore catches it up. The caller
-// holds l.mu.
+// leaves the store behind, never ahead; restore catches it up.
 func (l *lifetime) applyState() error {
-	if l.p.store == nil {
+	if l.r.store == nil {
 		return nil
 	}
-	b := l.p.store.NewBatch()
+	b := l.r.store.NewBatch()
 	touched, err := l.committedParts(stateSuffix, func(p *partition) bool { return len(p.state.txn) > 0 },
 		func(p *partition, topicID [16]byte, next int64) {
 			for _, w := range p.state.txn {

@@ -1,0 +1,56 @@
+package processor
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// completionQueue hands finished items from the workers back to the loop.
+type completionQueue struct {
+	mu    sync.Mutex
+	items []*item
+	// wake is signaled after each push, for a loop waiting on in-flight
+	// records (waitInFlight).
+	wake chan struct{}
+	// pollWake, when set, interrupts the loop's poll so that completions
+	// are taken, and paused partitions resumed, at once.
+	pollWake atomic.Pointer[context.CancelFunc]
+}
+
+func newCompletionQueue() *completionQueue {
+	return &completionQueue{wake: make(chan struct{}, 1)}
+}
+
+// push hands a finished item back to the loop.
+func (q *completionQueue) push(it *item) {
+	q.mu.Lock()
+	q.items = append(q.items, it)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	q.wakePoll()
+}
+
+// wakePoll interrupts the loop's poll, if it is polling.
+func (q *completionQueue) wakePoll() {
+	if wake := q.pollWake.Load(); wake != nil {
+		(*wake)()
+	}
+}
+
+func (q *completionQueue) pending() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) > 0
+}
+
+// take returns what was pushed, giving the queue into's array to reuse.
+func (q *completionQueue) take(into []*item) []*item {
+	q.mu.Lock()
+	into, q.items = q.items, into[:0]
+	q.mu.Unlock()
+	return into
+}

@@ -1,0 +1,64 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/onceflow/onceflow/dedupe"
+	"github.com/onceflow/onceflow/statestore"
+)
+
+// run is the state of one Run call that outlives its transactional
+// clients (lifetimes): the workers and their completion queue, the local
+// stores and the changelogs' topic IDs.
+type run struct {
+	p     *Processor
+	cfg   *config
+	d     *dispatcher
+	comps *completionQueue
+	gen   atomic.Uint64 // source of partition generations
+
+	store        *statestore.Store   // nil without WithStateStore
+	marks        *dedupe.Store       // nil without WithDedupe
+	changelogIDs map[string][16]byte // changelog topic IDs, for checkpoints
+}
+
+func newRun(p *Processor) *run {
+	r := &run{p: p, cfg: &p.cfg, comps: newCompletionQueue()}
+	r.d = newDispatcher(&p.cfg, 4*runtime.GOMAXPROCS(0), r.comps.push)
+	r.d.retries, r.d.active, r.d.tracer = &p.stats.retries, &p.stats.activeSessions, p.tracer
+	return r
+}
+
+// open creates missing changelog topics and opens the local stores; close
+// closes them and stops the workers.
+func (r *run) open(ctx context.Context) error {
+	ids, err := ensureChangelogs(ctx, r.cfg)
+	if err != nil {
+		return err
+	}
+	r.changelogIDs = ids
+	if r.cfg.stateDir != "" {
+		if r.store, err = statestore.Open(r.cfg.stateDir, r.cfg.stateOpts); err != nil {
+			return err
+		}
+	}
+	if r.cfg.dedupeSet {
+		if r.marks, err = dedupe.Open(r.cfg.dedupeDir, storeOptions(r.p.dedupeOpts)); err != nil {
+			return fmt.Errorf("processor: opening the dedupe store: %w", err)
+		}
+	}
+	return nil
+}
+
+func (r *run) close() {
+	r.d.stop()
+	if r.store != nil {
+		r.store.Close()
+	}
+	if r.marks != nil {
+		r.marks.Close()
+	}
+}
