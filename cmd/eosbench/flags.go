@@ -58,6 +58,7 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.Var(&orderValue{&cfg.Order}, "order", "ordering of mode onceflow: `session|partition|none`")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", cfg.CommitInterval, "commit interval of every mode")
 	fs.Var(&cfg.HandlerLatency, "handler-latency", "simulated handler time per record: a `duration` (1ms) or a uniform range (0-5ms)")
+	fs.DurationVar(&cfg.HandlerCPU, "handler-cpu", cfg.HandlerCPU, "CPU work per record in every mode's handler, about this `duration` (e.g. 20us): SHA-256 rounds over the value, calibrated once per phase (unlike -handler-latency it occupies a core)")
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", cfg.FaultRate, "`fraction` of records whose first attempt fails transiently")
 	fs.DurationVar(&cfg.RetryInitial, "retry-initial", cfg.RetryInitial, "first retry backoff (doubling)")
 	fs.DurationVar(&cfg.IdleSession, "idle-session", cfg.IdleSession, "onceflow idle session eviction (0: the processor's default)")

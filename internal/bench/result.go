@@ -46,6 +46,10 @@ type Result struct {
 	Crashes   int      `json:"unexpected_exits,omitempty"`
 	Counters  Counters `json:"counters"`
 	HandlerMs float64  `json:"handler_mean_ms,omitempty"` // measured mean simulated handler time
+	// -handler-cpu: the asked CPU time per record and the SHA-256 rounds
+	// it was calibrated to, the same for every run of the phase.
+	HandlerCPUMicros float64 `json:"handler_cpu_us,omitempty"`
+	HandlerCPURounds int     `json:"handler_cpu_rounds,omitempty"`
 	*Peaks
 	Anchor *Anchor `json:"anchor,omitempty"`
 	// RatioToUnobserved, for a twin (ObserveSuffix and the like), is its

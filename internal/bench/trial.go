@@ -26,6 +26,8 @@ type trial struct {
 	// dedupeDir likewise holds the dedupe stores (-dup-rate).
 	dedupeDir string
 
+	cpuRounds int // the phase's calibration of Config.HandlerCPU
+
 	failure string // why the run failed before verification, if it did
 	pr      *message.Printer
 }
@@ -41,8 +43,9 @@ const (
 )
 
 // newTrial prepares run number run of mode over the shared backlog topic
-// ("" for input produced during the run).
-func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string) *trial {
+// ("" for input produced during the run), its handlers hashing cpuRounds
+// per record.
+func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string, cpuRounds int) *trial {
 	res := Result{
 		Scenario: cfg.Scenario, Mode: mode, Messages: cfg.Messages, Sessions: cfg.Sessions,
 		Partitions: cfg.Partitions, Rate: cfg.Rate, Workers: cfg.Workers,
@@ -59,7 +62,10 @@ func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string) *trial {
 		res.DupRate, res.DupsInjected = cfg.DupRate, newDupSchedule(cfg.DupRate, res.Messages).injected()
 	}
 	res.Run = run
-	return &trial{r: r, cfg: cfg, res: &res, input: shared}
+	if cpuRounds > 0 {
+		res.HandlerCPUMicros, res.HandlerCPURounds = float64(cfg.HandlerCPU)/float64(time.Microsecond), cpuRounds
+	}
+	return &trial{r: r, cfg: cfg, res: &res, input: shared, cpuRounds: cpuRounds}
 }
 
 // trialTopics lists the topics the trials created or read, each once.
@@ -96,7 +102,7 @@ func (t *trial) setup(ctx context.Context, base string) error {
 	t.job = Job{
 		Mode: t.res.Mode, Brokers: env.Brokers, Input: t.input, Output: out, DLQ: dlq,
 		Group: env.Group(base), InstanceID: "i0", Messages: t.res.Messages,
-		Latency: cfg.HandlerLatency, FaultRate: cfg.FaultRate, RetryInitial: cfg.RetryInitial,
+		Latency: cfg.HandlerLatency, CPURounds: t.cpuRounds, FaultRate: cfg.FaultRate, RetryInitial: cfg.RetryInitial,
 		CommitInterval: cfg.CommitInterval, IdleSession: cfg.IdleSession, MetadataBytes: cfg.MetadataBytes,
 		SessionTimeout: inProcessSessionTimeout, Metrics: t.r.Metrics, ClientLogLevel: t.r.ClientLogLevel,
 	}
