@@ -72,6 +72,8 @@ type Result struct {
 	hist            *hdrhistogram.Histogram
 	stateDLQ        int  // dead letters of records that found their state out of step
 	statefulIgnored bool // -stateful asked of a mode without state
+
+	timeline *timeline // inputs accounted for over the run (-plot)
 }
 
 // Verdicts.

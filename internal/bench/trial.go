@@ -154,7 +154,7 @@ func (t *trial) run(ctx context.Context) error {
 	if live {
 		floor = time.Time{}
 	}
-	obs, err := startObserver(runCtx, t.r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages, floor, log)
+	obs, err := startObserver(runCtx, t.r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages, start, floor, log)
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func (t *trial) run(ctx context.Context) error {
 		res.Seconds = obs.last.Sub(windowStart).Seconds()
 		res.Throughput = float64(obs.accounted.Load()) / res.Seconds
 	}
-	res.hist = obs.hist
+	res.hist, res.timeline = obs.hist, &obs.tl
 	res.setLatency()
 	return nil
 }
