@@ -20,6 +20,7 @@ type options struct {
 	keep       bool
 	json       bool
 	hist       string
+	plot       string
 	cpuprofile string
 	memprofile string
 	logLevel   string
@@ -40,6 +41,7 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's topics and groups")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of the tables: the runs (results) and, per mode, the median, min and max of their throughput with ratios of medians (summary)")
 	fs.StringVar(&o.hist, "hist", "", "write the latency histograms (HdrHistogram percentile text) to `file`")
+	fs.StringVar(&o.plot, "plot", "", "draw each mode's latency percentile curve (runs merged) and its throughput over its median run, side by side, as SVG to `file`")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end to `file`")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log `level`: debug, info, warn or error")
