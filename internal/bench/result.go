@@ -51,7 +51,14 @@ type Result struct {
 	HandlerCPUMicros float64 `json:"handler_cpu_us,omitempty"`
 	HandlerCPURounds int     `json:"handler_cpu_rounds,omitempty"`
 	*Peaks
-	Anchor *Anchor `json:"anchor,omitempty"`
+	// Cores used on average while the run processed, of MachineCores: by
+	// eosbench's process (in-process pipelines, the embedded cluster, the
+	// observer) and by the whole machine, other jobs included. On a shared
+	// machine they say what a parallel mode had to work with.
+	CoresSelf    float64 `json:"cores_eosbench,omitempty"`
+	CoresMachine float64 `json:"cores_machine,omitempty"`
+	MachineCores int     `json:"machine_cores,omitempty"`
+	Anchor       *Anchor `json:"anchor,omitempty"`
 	// RatioToUnobserved, for a twin (ObserveSuffix and the like), is its
 	// throughput over the median of the plain mode's runs in the phase.
 	RatioToUnobserved *float64 `json:"ratio_to_unobserved,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
 
@@ -48,7 +49,7 @@ const (
 func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string, cpuRounds int) *trial {
 	res := Result{
 		Scenario: cfg.Scenario, Mode: mode, Messages: cfg.Messages, Sessions: cfg.Sessions,
-		Partitions: cfg.Partitions, Rate: cfg.Rate, Workers: cfg.Workers,
+		Partitions: cfg.Partitions, Rate: cfg.Rate, Workers: cfg.Workers, MachineCores: runtime.NumCPU(),
 	}
 	if a, ok := cfg.Anchors[mode]; ok {
 		res.Anchor = &a
@@ -150,6 +151,7 @@ func (t *trial) run(ctx context.Context) error {
 	live := cfg.Rate > 0
 
 	start := time.Now()
+	cpu0 := sampleCPU()
 	floor := start // backlog: latency counts from when the run could start
 	if live {
 		floor = time.Time{}
@@ -191,6 +193,10 @@ func (t *trial) run(ctx context.Context) error {
 	}
 
 	interrupted := t.wait(ctx, runCtx, obs, pl, prodDone, stopKills)
+	res.CoresSelf, res.CoresMachine = cpu0.cores(sampleCPU())
+	if cfg.Workers > 0 {
+		res.CoresSelf = 0 // the pipelines ran in other processes
+	}
 	stopKills()
 	if interrupted == nil && t.failure == "" && res.DupsInjected > 0 {
 		if err := waitConsumed(runCtx, t.r.Env.adm, t.job, int64(res.Messages+res.DupsInjected), cfg.Stall); err != nil {
