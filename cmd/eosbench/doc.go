@@ -127,7 +127,7 @@
 // histograms in HdrHistogram's percentile format; -plot FILE.svg draws, side
 // by side, each mode's latency percentile curve (1/(1-p) on a log scale,
 // its runs' histograms merged) and its throughput over its median run (in
-// 100ms buckets of inputs accounted for); -cpuprofile and
+// points of 300ms or more of inputs accounted for); -cpuprofile and
 // -memprofile write pprof profiles. A live status line is drawn on stderr
 // when it is a terminal. Run with -h for every flag.
 package main

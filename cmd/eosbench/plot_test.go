@@ -45,7 +45,7 @@ func TestPlot(t *testing.T) {
 		require.Equal(t, 2, texts[mode], "%s: one legend entry in each panel", mode)
 	}
 	require.Equal(t, 1, texts["latency by percentile (all runs merged)"])
-	require.Equal(t, 1, texts["throughput over the run (median run)"])
+	require.Equal(t, 1, texts["throughput over the run (median run, per 300ms)"], "a short run: the shortest points")
 }
 
 // decodeSVG reads an XML document to its end and returns its root

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"gonum.org/v1/plot"
@@ -22,6 +23,11 @@ const (
 	// timelinePoints bounds a throughput curve's points: a minutes-long
 	// run's 100ms buckets are merged, so that the curve stays readable.
 	timelinePoints = 100
+	// minBucketsPerPoint: a point is at least 300ms, three default
+	// commit intervals. Outputs become visible at commits, and in 100ms
+	// points a commit landing on either side of a bucket's edge reads as
+	// a stop followed by double speed.
+	minBucketsPerPoint = 3
 	// percentileSteps is the points per decade of 1/(1-p).
 	percentileSteps = 20
 )
@@ -178,16 +184,25 @@ func percentileCurve(h *hdrhistogram.Histogram) plotter.XYs {
 
 func throughputPlot(series []plotSeries) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = "throughput over the run (median run)"
 	p.X.Label.Text = "seconds since the run's start"
 	p.Y.Label.Text = "inputs accounted for per second"
 	p.Legend.Top = true
+	// One point width for every curve, so that they compare: enough to
+	// keep the longest run under timelinePoints.
+	longest := 0
+	for _, s := range series {
+		if s.median.timeline != nil {
+			longest = max(longest, len(s.median.timeline.counts))
+		}
+	}
+	k := max(minBucketsPerPoint, (longest+timelinePoints-1)/timelinePoints)
+	p.Title.Text = fmt.Sprintf("throughput over the run (median run, per %v)", time.Duration(k)*timelineStep)
 	ymax := 0.0
 	for i, s := range series {
 		if s.median.timeline == nil {
 			continue
 		}
-		starts, rates := s.median.timeline.rates(timelinePoints)
+		starts, rates := s.median.timeline.rates(k)
 		if len(starts) == 0 {
 			continue
 		}

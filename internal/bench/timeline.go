@@ -26,29 +26,40 @@ func (tl *timeline) add(at time.Duration) {
 	tl.end = max(tl.end, at)
 }
 
-// rates merges buckets so that there are at most maxPoints, and returns
-// each merged bucket's start (seconds from the run's start) and its
-// throughput (records/s). The last one ends at the last input accounted
-// for, not at its bucket's end, so that a run's final partial bucket does
-// not read as a slowdown.
-func (tl *timeline) rates(maxPoints int) (starts, perSec []float64) {
+// rates merges every k buckets into one point and returns each point's
+// start (seconds from the run's start) and its throughput (records/s).
+// The last point ends at the last input accounted for, not at its
+// buckets' end, so that a run's final partial point does not read as a
+// slowdown; and when that leaves it under half a point, it is folded into
+// the one before, or the inputs of a commit just past a point's edge,
+// over a millisecond, would read as a burst of millions a second.
+func (tl *timeline) rates(k int) (starts, perSec []float64) {
 	n := len(tl.counts)
-	if n == 0 || maxPoints <= 0 {
+	if n == 0 {
 		return nil, nil
 	}
-	k := (n + maxPoints - 1) / maxPoints // buckets per point
+	k = max(k, 1)
 	width := time.Duration(k) * timelineStep
+	var sums []int64
 	for i := 0; i < n; i += k {
 		var sum int64
 		for _, c := range tl.counts[i:min(i+k, n)] {
 			sum += c
 		}
-		from := time.Duration(i) * timelineStep
-		w := width
-		if i+k >= n {
-			// The last point: up to the last input, at least a
-			// millisecond (a run whose inputs all showed at once).
-			w = max(tl.end-from, time.Millisecond)
+		sums = append(sums, sum)
+	}
+	last := len(sums) - 1
+	lastFrom := time.Duration(last) * width
+	if last > 0 && tl.end-lastFrom < width/2 {
+		sums[last-1] += sums[last]
+		sums, last, lastFrom = sums[:last], last-1, lastFrom-width
+	}
+	for j, sum := range sums {
+		from, w := time.Duration(j)*width, width
+		if j == last {
+			// At least a millisecond: a run whose inputs all showed
+			// at once.
+			w = max(tl.end-lastFrom, time.Millisecond)
 		}
 		starts = append(starts, from.Seconds())
 		perSec = append(perSec, float64(sum)/w.Seconds())
