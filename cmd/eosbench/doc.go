@@ -46,10 +46,15 @@
 // their minimum and maximum, and ratios of medians (×gts, ×alo; each
 // run's ratios are to the baselines' medians too). Runs are grouped by
 // mode name, so a mode listed twice in -modes counts as one mode with
-// more runs.
+// more runs. A run's "cores us/all" are the cores used on average while
+// it processed, by eosbench's process (its in-process pipelines, the
+// embedded cluster, the observer) and by the whole machine, other jobs
+// included (read from /proc; cores_eosbench, cores_machine and
+// machine_cores in -json): on a shared machine a parallel mode gains
+// only the cores the others leave it.
 //
 // Scenarios (-scenario) are presets; explicit flags override them. The
-// presets other than default run each mode once (-count 1):
+// presets other than default and cpu run each mode once (-count 1):
 //
 //	default  the above
 //	chat     50,000 records, 10 sessions, 10% transient faults, 1ms retry backoff;
@@ -61,6 +66,8 @@
 //	         ordering, beside its published times
 //	io       1ms handlers, 50,000 records, every mode; the serial baselines
 //	         are judged on the first 10,000 inputs (-baseline-messages)
+//	cpu      20µs of CPU per record in every mode's handler (-handler-cpu),
+//	         100,000 records, 1,000 sessions, 3 runs of each mode
 //	churn    1,000,000 sessions of one record, 100ms idle eviction, in one
 //	         worker process whose peak goroutines and VmHWM are reported
 //	crash    3 subprocess workers, input produced at 5,000 records/s, one
@@ -68,6 +75,12 @@
 //	         onceflow must stay exactly-once, alo-raw shows its duplicates
 //	stateful 200,000 records, 1,000 sessions, onceflow-session with
 //	         -stateful and 5% transient faults (1ms retry backoff)
+//
+// -handler-cpu DURATION makes every mode's handler, the baselines' too,
+// spend about that much CPU per record: SHA-256 rounds chained over the
+// record's value, their number calibrated once per phase (printed on
+// stderr) and the same for every run, so that the modes do equal work. It
+// adds to -handler-latency, which sleeps.
 //
 // -stateful gives onceflow modes a state store (processor.WithStateStore,
 // a temporary directory per instance; with -workers one per instance ID,
@@ -111,7 +124,10 @@
 // "runs", "throughput_median", "throughput_min", "throughput_max",
 // "ratio_to_franz_gts" (of medians; null when franz-gts did not run) and
 // "exactly_once" (every run verified exactly once); -hist writes the latency
-// histograms in HdrHistogram's percentile format; -cpuprofile and
+// histograms in HdrHistogram's percentile format; -plot FILE.svg draws, side
+// by side, each mode's latency percentile curve (1/(1-p) on a log scale,
+// its runs' histograms merged) and its throughput over its median run (in
+// points of 300ms or more of inputs accounted for); -cpuprofile and
 // -memprofile write pprof profiles. A live status line is drawn on stderr
 // when it is a terminal. Run with -h for every flag.
 package main

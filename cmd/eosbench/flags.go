@@ -20,6 +20,7 @@ type options struct {
 	keep       bool
 	json       bool
 	hist       string
+	plot       string
 	cpuprofile string
 	memprofile string
 	logLevel   string
@@ -40,6 +41,7 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's topics and groups")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of the tables: the runs (results) and, per mode, the median, min and max of their throughput with ratios of medians (summary)")
 	fs.StringVar(&o.hist, "hist", "", "write the latency histograms (HdrHistogram percentile text) to `file`")
+	fs.StringVar(&o.plot, "plot", "", "draw each mode's latency percentile curve (runs merged) and its throughput over its median run, side by side, as SVG to `file`")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to `file`")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile at the end to `file`")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log `level`: debug, info, warn or error")
@@ -58,6 +60,7 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.Var(&orderValue{&cfg.Order}, "order", "ordering of mode onceflow: `session|partition|none`")
 	fs.DurationVar(&cfg.CommitInterval, "commit-interval", cfg.CommitInterval, "commit interval of every mode")
 	fs.Var(&cfg.HandlerLatency, "handler-latency", "simulated handler time per record: a `duration` (1ms) or a uniform range (0-5ms)")
+	fs.DurationVar(&cfg.HandlerCPU, "handler-cpu", cfg.HandlerCPU, "CPU work per record in every mode's handler, about this `duration` (e.g. 20us): SHA-256 rounds over the value, calibrated once per phase (unlike -handler-latency it occupies a core)")
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", cfg.FaultRate, "`fraction` of records whose first attempt fails transiently")
 	fs.DurationVar(&cfg.RetryInitial, "retry-initial", cfg.RetryInitial, "first retry backoff (doubling)")
 	fs.DurationVar(&cfg.IdleSession, "idle-session", cfg.IdleSession, "onceflow idle session eviction (0: the processor's default)")

@@ -150,6 +150,11 @@ func report(results []bench.Result, o options, stdout io.Writer) error {
 			return fmt.Errorf("writing histograms: %w", err)
 		}
 	}
+	if o.plot != "" {
+		if err := writeFile(o.plot, func(w io.Writer) error { return bench.WritePlot(w, results) }); err != nil {
+			return fmt.Errorf("writing the plot: %w", err)
+		}
+	}
 	if o.json {
 		// Empty arrays, not null, when nothing ran.
 		summary := bench.Summarize(results)
@@ -164,6 +169,20 @@ func report(results []bench.Result, o options, stdout io.Writer) error {
 		}{results, summary})
 	}
 	return bench.WriteTable(stdout, results)
+}
+
+// writeFile creates path and writes it with write, reporting the first
+// error of either or of closing it.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // runWorker runs one job until stdin closes (the benchmark asking it to

@@ -189,6 +189,8 @@ func TestBadUsage(t *testing.T) {
 		{"-modes", "franz-gts+obs"},
 		{"-modes", "nope+obs"},
 		{"-count", "0"},
+		{"-handler-cpu", "-1us"},
+		{"-handler-cpu", "fast"},
 	} {
 		var stdout, stderr bytes.Buffer
 		status := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)

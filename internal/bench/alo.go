@@ -76,7 +76,7 @@ func (a *aloPipeline) run(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("alo-raw: %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 			}
-			if err := a.w.doRetrying(ctx, pl.ID, job.RetryInitial, &a.retries); err != nil {
+			if err := a.w.doRetrying(ctx, pl.ID, r.Value, job.RetryInitial, &a.retries); err != nil {
 				// Stopping mid-batch: commit nothing, since the polled
 				// offsets cover records not handled; the next owner
 				// redoes everything since the last commit.

@@ -55,18 +55,18 @@ func TestModes(t *testing.T) {
 // in every instance, and only their first attempt does.
 func TestFaults(t *testing.T) {
 	const n = 100_000
-	a, b := newWork(Latency{}, 0.1, n), newWork(Latency{}, 0.1, n)
+	a, b := newWork(Latency{}, 0, 0.1, n), newWork(Latency{}, 0, 0.1, n)
 	failed := 0
 	for id := range uint64(n) {
-		errA, errB := a.do(id), b.do(id)
+		errA, errB := a.do(id, nil), b.do(id, nil)
 		require.Equal(t, errA, errB)
 		if errA != nil {
 			failed++
-			require.NoError(t, a.do(id), "second attempt must succeed")
+			require.NoError(t, a.do(id, nil), "second attempt must succeed")
 		}
 	}
 	require.InDelta(t, 0.1*n, failed, 0.01*n)
-	require.NoError(t, newWork(Latency{}, 0, n).do(7))
+	require.NoError(t, newWork(Latency{}, 0, 0, n).do(7, nil))
 }
 
 func TestScenarios(t *testing.T) {

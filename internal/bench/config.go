@@ -29,6 +29,7 @@ type Config struct {
 	Order          processor.Ordering // for ModeOnceflow
 	CommitInterval time.Duration
 	HandlerLatency Latency
+	HandlerCPU     time.Duration // CPU work per record: SHA-256 rounds calibrated to it (cpu.go)
 	FaultRate      float64       // fraction of records failing their first attempt
 	RetryInitial   time.Duration // first retry backoff
 	IdleSession    time.Duration // onceflow session eviction; 0: processor default
@@ -104,8 +105,8 @@ func (c *Config) Validate() error {
 		return errors.New("-retry-initial must be positive")
 	case c.Timeout <= 0:
 		return errors.New("-timeout must be positive")
-	case c.Rate < 0 || c.Stall < 0 || c.BaselineMessages < 0 || c.Workers < 0 || c.KillEvery < 0 || c.IdleSession < 0 || c.MetadataBytes < 0:
-		return errors.New("-rate, -stall, -baseline-messages, -workers, -kill-every, -idle-session and -commit-metadata-bytes must not be negative")
+	case c.Rate < 0 || c.Stall < 0 || c.BaselineMessages < 0 || c.Workers < 0 || c.KillEvery < 0 || c.IdleSession < 0 || c.MetadataBytes < 0 || c.HandlerCPU < 0:
+		return errors.New("-rate, -stall, -baseline-messages, -workers, -kill-every, -idle-session, -commit-metadata-bytes and -handler-cpu must not be negative")
 	case c.KillEvery > 0 && c.Workers == 0:
 		return errors.New("-kill-every needs -workers")
 	}

@@ -92,7 +92,7 @@ func (g *gtsPipeline) pollOnce(ctx context.Context, s *kgo.GroupTransactSession,
 		if err != nil {
 			return fmt.Errorf("franz-gts: %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		}
-		if err := g.w.doRetrying(ctx, pl.ID, g.job.RetryInitial, &g.retries); err != nil {
+		if err := g.w.doRetrying(ctx, pl.ID, r.Value, g.job.RetryInitial, &g.retries); err != nil {
 			// Stopping mid-batch: abort, or the offsets of the records
 			// not handled would be committed with the rest.
 			g.fail(err)

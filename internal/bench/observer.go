@@ -24,6 +24,7 @@ type observer struct {
 	dlq    string
 	target int       // inputs awaited: IDs 0..target-1
 	floor  time.Time // latency counts from max(ProducedAt, floor)
+	start  time.Time // the run's start, origin of the timeline
 	log    *slog.Logger
 
 	accounted, outputs, deadLetters atomic.Int64
@@ -35,6 +36,7 @@ type observer struct {
 	seen []bool
 	hist *hdrhistogram.Histogram // microseconds
 	last time.Time               // when the last awaited input became visible
+	tl   timeline                // inputs accounted for per timelineStep since start
 }
 
 // Latencies are recorded in microseconds, from 1µs to 1h, to 3 digits.
@@ -42,7 +44,7 @@ func newHistogram() *hdrhistogram.Histogram {
 	return hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
 }
 
-func startObserver(ctx context.Context, brokers []string, output, dlq string, target int, floor time.Time, log *slog.Logger) (*observer, error) {
+func startObserver(ctx context.Context, brokers []string, output, dlq string, target int, start, floor time.Time, log *slog.Logger) (*observer, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumeTopics(output, dlq),
@@ -56,7 +58,7 @@ func startObserver(ctx context.Context, brokers []string, output, dlq string, ta
 		return nil, err
 	}
 	o := &observer{
-		cl: cl, dlq: dlq, target: target, floor: floor, log: log,
+		cl: cl, dlq: dlq, target: target, start: start, floor: floor, log: log,
 		done: make(chan struct{}), seen: make([]bool, target), hist: newHistogram(),
 	}
 	o.wg.Add(1)
@@ -101,13 +103,14 @@ func (o *observer) observe(r *kgo.Record, now time.Time) {
 		_ = o.hist.RecordValue(max(1, now.Sub(from).Microseconds())) // beyond 1h: dropped, and the run timed out anyway
 	}
 	o.last = now
+	o.tl.add(now.Sub(o.start))
 	if o.accounted.Add(1) == int64(o.target) {
 		close(o.done)
 	}
 }
 
-// stop ends the consumer; the histogram and the window end are then safe
-// to read.
+// stop ends the consumer; the histogram, the timeline and the window end
+// are then safe to read.
 func (o *observer) stop() {
 	o.stopOnce.Do(func() {
 		o.cl.Close()

@@ -28,7 +28,7 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 		if err != nil {
 			return processor.Permanent(err)
 		}
-		if err := w.do(pl.ID); err != nil {
+		if err := w.do(pl.ID, rec.Value); err != nil {
 			return err
 		}
 		if job.Stateful {

@@ -23,6 +23,7 @@ type Job struct {
 	Messages   int      `json:"messages"` // sizes the fault bitset
 
 	Latency        Latency       `json:"latency"`
+	CPURounds      int           `json:"cpu_rounds,omitempty"` // SHA-256 rounds per record, calibrated to Config.HandlerCPU
 	FaultRate      float64       `json:"fault_rate"`
 	RetryInitial   time.Duration `json:"retry_initial"`
 	CommitInterval time.Duration `json:"commit_interval"`
@@ -93,7 +94,7 @@ type pipeline interface {
 const maxPoll = 1000
 
 func newPipeline(job Job, log *slog.Logger) (pipeline, error) {
-	w := newWork(job.Latency, job.FaultRate, job.Messages)
+	w := newWork(job.Latency, job.CPURounds, job.FaultRate, job.Messages)
 	switch job.Mode.base() {
 	case ModeALO:
 		return &aloPipeline{job: job, w: w, log: log}, nil

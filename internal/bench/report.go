@@ -16,12 +16,12 @@ import (
 func WriteTable(w io.Writer, rs []Result) error {
 	pr := message.NewPrinter(language.English) // thousands separators
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tmode\trun\tinputs\tsecs\trec/s\t×gts\t×alo\tp50 ms\tp90 ms\tp99 ms\tmax ms\toutputs\tdlq\tdup\tlost\torder\tverdict\t")
+	fmt.Fprintln(tw, "scenario\tmode\trun\tinputs\tsecs\trec/s\t×gts\t×alo\tp50 ms\tp90 ms\tp99 ms\tmax ms\toutputs\tdlq\tdup\tlost\torder\tcores us/all\tverdict\t")
 	for _, r := range rs {
-		pr.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+		pr.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n",
 			r.Scenario, r.Mode, r.Run, r.Messages, r.Seconds, r.Throughput, ratio(r.RatioToGTS), ratio(r.RatioToALO),
 			r.LatencyP50, r.LatencyP90, r.LatencyP99, r.LatencyMax,
-			r.Outputs, r.DLQ, r.Duplicates, r.Lost, r.OrderViolations, r.Verdict)
+			r.Outputs, r.DLQ, r.Duplicates, r.Lost, r.OrderViolations, cores(r), r.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -89,6 +89,19 @@ func summaryNotes(pr *message.Printer, w io.Writer, s Summary) {
 	if s.RatioToUnobserved != nil {
 		pr.Fprintf(w, "%s: %s on: %.3f× the throughput of %s (medians of their runs in this phase)\n", who, s.Mode.instruments(), *s.RatioToUnobserved, s.Mode.base())
 	}
+}
+
+// cores is a run's "cores us/all": eosbench's process over the whole
+// machine's busy cores, of the machine's ("-" for what is unknown).
+func cores(r Result) string {
+	if r.CoresMachine == 0 {
+		return "-"
+	}
+	us := "-"
+	if r.CoresSelf > 0 {
+		us = fmt.Sprintf("%.2f", r.CoresSelf)
+	}
+	return fmt.Sprintf("%s/%.2f of %d", us, r.CoresMachine, r.MachineCores)
 }
 
 func ratio(v *float64) string {

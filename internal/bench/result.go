@@ -46,8 +46,19 @@ type Result struct {
 	Crashes   int      `json:"unexpected_exits,omitempty"`
 	Counters  Counters `json:"counters"`
 	HandlerMs float64  `json:"handler_mean_ms,omitempty"` // measured mean simulated handler time
+	// -handler-cpu: the asked CPU time per record and the SHA-256 rounds
+	// it was calibrated to, the same for every run of the phase.
+	HandlerCPUMicros float64 `json:"handler_cpu_us,omitempty"`
+	HandlerCPURounds int     `json:"handler_cpu_rounds,omitempty"`
 	*Peaks
-	Anchor *Anchor `json:"anchor,omitempty"`
+	// Cores used on average while the run processed, of MachineCores: by
+	// eosbench's process (in-process pipelines, the embedded cluster, the
+	// observer) and by the whole machine, other jobs included. On a shared
+	// machine they say what a parallel mode had to work with.
+	CoresSelf    float64 `json:"cores_eosbench,omitempty"`
+	CoresMachine float64 `json:"cores_machine,omitempty"`
+	MachineCores int     `json:"machine_cores,omitempty"`
+	Anchor       *Anchor `json:"anchor,omitempty"`
 	// RatioToUnobserved, for a twin (ObserveSuffix and the like), is its
 	// throughput over the median of the plain mode's runs in the phase.
 	RatioToUnobserved *float64 `json:"ratio_to_unobserved,omitempty"`
@@ -68,6 +79,8 @@ type Result struct {
 	hist            *hdrhistogram.Histogram
 	stateDLQ        int  // dead letters of records that found their state out of step
 	statefulIgnored bool // -stateful asked of a mode without state
+
+	timeline *timeline // inputs accounted for over the run (-plot)
 }
 
 // Verdicts.

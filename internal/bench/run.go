@@ -65,6 +65,17 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 			}
 		}
 	}
+	// Calibrated once for the phase, before any pipeline loads the
+	// machine, and the same rounds handed to every run: the modes then do
+	// the same work per record.
+	var cal CPUCalibration
+	if cfg.HandlerCPU > 0 {
+		cal = calibrateCPU(cfg.HandlerCPU, cfg.Size)
+		r.Log.Info("handler CPU calibrated", "scenario", cfg.Scenario, "target", cal.Target, "rounds", cal.Rounds, "per_round", cal.PerRound)
+		if r.Stderr != nil {
+			fmt.Fprintf(r.Stderr, "eosbench: %s: %s\n", cfg.Scenario, cal)
+		}
+	}
 	// Every run's topics are created before the first timed run, so that
 	// the warm-up can ready them all: no run pays for another's setup.
 	var trials []*trial
@@ -80,7 +91,7 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 			input = prefix
 		}
 		runs[m]++
-		t := newTrial(r, cfg, m, runs[m], input)
+		t := newTrial(r, cfg, m, runs[m], input, cal.Rounds)
 		trials = append(trials, t)
 		if err := t.setup(ctx, fmt.Sprintf("%s-%d-%s", slug(cfg.Scenario), i, slug(string(m)))); err != nil {
 			return nil, err

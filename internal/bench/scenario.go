@@ -36,7 +36,7 @@ const pcSource = "Confluent Parallel Consumer"
 
 // ScenarioNames lists the presets.
 func ScenarioNames() []string {
-	return []string{"default", "chat", "load", "pc", "io", "churn", "crash", "stateful"}
+	return []string{"default", "chat", "load", "pc", "io", "cpu", "churn", "crash", "stateful"}
 }
 
 // Scenario returns the phases of a named preset, built on Default.
@@ -68,6 +68,8 @@ func Scenario(name string) ([]Config, error) {
 		// they are judged on the first 10,000 inputs only.
 		c.BaselineMessages = 10_000
 		return []Config{c}, nil
+	case "cpu":
+		return []Config{cpu(c)}, nil
 	case "churn":
 		c.Scenario, c.Messages, c.Sessions = "churn", 1_000_000, 1_000_000
 		c.Modes = []Mode{ModeSession}
@@ -128,4 +130,20 @@ func pc(c Config) []Config {
 		out = append(out, k)
 	}
 	return out
+}
+
+// cpuPerRecord is the cpu scenario's handler work: about what decoding,
+// changing and re-encoding a small JSON document costs.
+const cpuPerRecord = 20 * time.Microsecond
+
+// cpu is the scenario of CPU-bound handlers: 20µs of hashing per record,
+// in every mode. franz-go's loops run every handler on one goroutine, so
+// they are bound to about 1/20µs = 50,000 records/s whatever the cores;
+// onceflow runs sessions on all of them. Its runs last seconds, so unlike
+// the other presets it keeps 3 runs per mode: the figure it is for is a
+// ratio of medians.
+func cpu(c Config) Config {
+	c.Scenario, c.Messages, c.Sessions, c.Count = "cpu", 100_000, 1000, 3
+	c.HandlerCPU = cpuPerRecord
+	return c
 }

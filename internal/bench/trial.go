@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
 
@@ -26,6 +27,8 @@ type trial struct {
 	// dedupeDir likewise holds the dedupe stores (-dup-rate).
 	dedupeDir string
 
+	cpuRounds int // the phase's calibration of Config.HandlerCPU
+
 	failure string // why the run failed before verification, if it did
 	pr      *message.Printer
 }
@@ -41,11 +44,12 @@ const (
 )
 
 // newTrial prepares run number run of mode over the shared backlog topic
-// ("" for input produced during the run).
-func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string) *trial {
+// ("" for input produced during the run), its handlers hashing cpuRounds
+// per record.
+func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string, cpuRounds int) *trial {
 	res := Result{
 		Scenario: cfg.Scenario, Mode: mode, Messages: cfg.Messages, Sessions: cfg.Sessions,
-		Partitions: cfg.Partitions, Rate: cfg.Rate, Workers: cfg.Workers,
+		Partitions: cfg.Partitions, Rate: cfg.Rate, Workers: cfg.Workers, MachineCores: runtime.NumCPU(),
 	}
 	if a, ok := cfg.Anchors[mode]; ok {
 		res.Anchor = &a
@@ -59,7 +63,10 @@ func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string) *trial {
 		res.DupRate, res.DupsInjected = cfg.DupRate, newDupSchedule(cfg.DupRate, res.Messages).injected()
 	}
 	res.Run = run
-	return &trial{r: r, cfg: cfg, res: &res, input: shared}
+	if cpuRounds > 0 {
+		res.HandlerCPUMicros, res.HandlerCPURounds = float64(cfg.HandlerCPU)/float64(time.Microsecond), cpuRounds
+	}
+	return &trial{r: r, cfg: cfg, res: &res, input: shared, cpuRounds: cpuRounds}
 }
 
 // trialTopics lists the topics the trials created or read, each once.
@@ -96,7 +103,7 @@ func (t *trial) setup(ctx context.Context, base string) error {
 	t.job = Job{
 		Mode: t.res.Mode, Brokers: env.Brokers, Input: t.input, Output: out, DLQ: dlq,
 		Group: env.Group(base), InstanceID: "i0", Messages: t.res.Messages,
-		Latency: cfg.HandlerLatency, FaultRate: cfg.FaultRate, RetryInitial: cfg.RetryInitial,
+		Latency: cfg.HandlerLatency, CPURounds: t.cpuRounds, FaultRate: cfg.FaultRate, RetryInitial: cfg.RetryInitial,
 		CommitInterval: cfg.CommitInterval, IdleSession: cfg.IdleSession, MetadataBytes: cfg.MetadataBytes,
 		SessionTimeout: inProcessSessionTimeout, Metrics: t.r.Metrics, ClientLogLevel: t.r.ClientLogLevel,
 	}
@@ -144,11 +151,12 @@ func (t *trial) run(ctx context.Context) error {
 	live := cfg.Rate > 0
 
 	start := time.Now()
+	cpu0 := sampleCPU()
 	floor := start // backlog: latency counts from when the run could start
 	if live {
 		floor = time.Time{}
 	}
-	obs, err := startObserver(runCtx, t.r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages, floor, log)
+	obs, err := startObserver(runCtx, t.r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages, start, floor, log)
 	if err != nil {
 		return err
 	}
@@ -185,6 +193,10 @@ func (t *trial) run(ctx context.Context) error {
 	}
 
 	interrupted := t.wait(ctx, runCtx, obs, pl, prodDone, stopKills)
+	res.CoresSelf, res.CoresMachine = cpu0.cores(sampleCPU())
+	if cfg.Workers > 0 {
+		res.CoresSelf = 0 // the pipelines ran in other processes
+	}
 	stopKills()
 	if interrupted == nil && t.failure == "" && res.DupsInjected > 0 {
 		if err := waitConsumed(runCtx, t.r.Env.adm, t.job, int64(res.Messages+res.DupsInjected), cfg.Stall); err != nil {
@@ -211,7 +223,7 @@ func (t *trial) run(ctx context.Context) error {
 		res.Seconds = obs.last.Sub(windowStart).Seconds()
 		res.Throughput = float64(obs.accounted.Load()) / res.Seconds
 	}
-	res.hist = obs.hist
+	res.hist, res.timeline = obs.hist, &obs.tl
 	res.setLatency()
 	return nil
 }

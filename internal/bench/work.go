@@ -13,10 +13,12 @@ import (
 var errInjected = errors.New("bench: injected transient fault")
 
 // work is the simulated handler shared by every mode, so that all of them
-// do the same thing per record: sleep the handler latency (simulated I/O)
-// and fail the first attempt at a fixed fraction of the records.
+// do the same thing per record: hash the value cpuRounds times (simulated
+// CPU work, see cpu.go), sleep the handler latency (simulated I/O) and
+// fail the first attempt at a fixed fraction of the records.
 type work struct {
-	latency Latency
+	latency   Latency
+	cpuRounds int // SHA-256 rounds per record (Job.CPURounds)
 	// faultCut: record id is faulty when mix(id) < faultCut. Hashing the
 	// ID (rather than drawing at random) makes every mode fail the same
 	// records, and a restarted worker fail them again as a real flaky
@@ -29,8 +31,8 @@ type work struct {
 	sleeps, slept atomic.Int64
 }
 
-func newWork(latency Latency, faultRate float64, messages int) *work {
-	w := &work{latency: latency}
+func newWork(latency Latency, cpuRounds int, faultRate float64, messages int) *work {
+	w := &work{latency: latency, cpuRounds: cpuRounds}
 	if faultRate > 0 {
 		w.faultCut = uint64(faultRate * math.MaxUint64)
 		w.tried = make([]atomic.Uint64, (messages+63)/64)
@@ -51,9 +53,13 @@ func (w *work) faulty(id uint64) bool {
 	return w.faultCut > 0 && mix(id) < w.faultCut
 }
 
-// do handles record id once: sleep, then fail if this is the first
-// attempt at a faulty record.
-func (w *work) do(id uint64) error {
+// do handles record id, whose value is value, once: hash, sleep, then
+// fail if this is the first attempt at a faulty record (every attempt
+// does the CPU work, as a real handler failing on its I/O would have).
+func (w *work) do(id uint64, value []byte) error {
+	if w.cpuRounds > 0 {
+		_ = hashRounds(value, w.cpuRounds)
+	}
 	if d := w.latency.draw(); d > 0 {
 		t0 := time.Now()
 		time.Sleep(d)
@@ -73,10 +79,10 @@ func (w *work) do(id uint64) error {
 // doRetrying is the baselines' retry loop: the same exponential backoff
 // the processor uses, in line, so a failing record holds its whole batch
 // (which is how a serial consumer behaves).
-func (w *work) doRetrying(ctx context.Context, id uint64, initial time.Duration, retries *atomic.Int64) error {
+func (w *work) doRetrying(ctx context.Context, id uint64, value []byte, initial time.Duration, retries *atomic.Int64) error {
 	delay := initial
 	for {
-		err := w.do(id)
+		err := w.do(id, value)
 		if err == nil {
 			return nil
 		}
