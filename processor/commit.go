@@ -17,6 +17,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 	if !l.s.InTxn() {
 		return nil
 	}
+	began := time.Now()
 	// Flush first: a record that failed must be seen before the offsets
 	// of its input are committed, or the input would be lost. Everything
 	// the gate holds goes into this transaction; its end, committed or
@@ -129,6 +130,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 		p.committed, p.committedDone, p.doneSinceCommit = pl.base, pl.done, 0
 	}
 	l.p.stats.commits.Add(1)
+	l.p.stats.commitNanos.Add(int64(time.Since(began)))
 	l.txn.settle(&l.p.stats)
 	l.cfg.logger.Debug("committed", "took", time.Since(start))
 	return nil

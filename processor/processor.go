@@ -98,13 +98,16 @@ func (p *Processor) Run(ctx context.Context) error {
 
 // Stats is a snapshot of the processor's counters.
 type Stats struct {
-	Consumed      int64 // records taken from fetches (not counting refetches)
-	SkippedDone   int64 // records skipped because a committed transaction finished them
-	Outputs       int64 // output records in committed transactions
-	DeadLettered  int64 // dead-letter records in committed transactions
-	Rebalances    int64 // group rebalances seen (assignments and revocations)
-	Retries       int64
-	Commits       int64
+	Consumed     int64 // records taken from fetches (not counting refetches)
+	SkippedDone  int64 // records skipped because a committed transaction finished them
+	Outputs      int64 // output records in committed transactions
+	DeadLettered int64 // dead-letter records in committed transactions
+	Rebalances   int64 // group rebalances seen (assignments and revocations)
+	Retries      int64
+	Commits      int64
+	// CommitTime is the time spent in commits (the loop's flush, offset
+	// commit and EndTxn), for the mean commit round trip.
+	CommitTime    time.Duration
 	Aborts        int64 // transactions aborted (rebalances, refused commits)
 	Rebuilds      int64 // clients rebuilt after fencing, timeouts or unknown outcomes
 	Reprocessed   int64 // finished records whose work an abort threw away
@@ -123,7 +126,7 @@ type Stats struct {
 
 type counters struct {
 	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
-	dups, marksRestored, positionRegressions, activeSessions                                                       atomic.Int64
+	dups, marksRestored, positionRegressions, activeSessions, commitNanos                                          atomic.Int64
 	dlqBy                                                                                                          [len(dlqReasons)]atomic.Int64
 }
 
@@ -137,6 +140,7 @@ func (p *Processor) Stats() Stats {
 		Rebalances:    p.stats.rebalances.Load(),
 		Retries:       p.stats.retries.Load(),
 		Commits:       p.stats.commits.Load(),
+		CommitTime:    time.Duration(p.stats.commitNanos.Load()),
 		Aborts:        p.stats.aborts.Load(),
 		Rebuilds:      p.stats.rebuilds.Load(),
 		Reprocessed:   p.stats.reprocessed.Load(),

@@ -24,7 +24,7 @@ type gtsPipeline struct {
 	w   *work
 	log *slog.Logger
 
-	commits, aborts, retries atomic.Int64
+	commits, aborts, retries, commitNanos atomic.Int64
 
 	mu sync.Mutex
 	// failed is why the open transaction must abort: a failed produce,
@@ -33,7 +33,7 @@ type gtsPipeline struct {
 }
 
 func (g *gtsPipeline) counters() Counters {
-	return g.w.count(Counters{Commits: g.commits.Load(), Aborts: g.aborts.Load(), Retries: g.retries.Load()})
+	return g.w.count(Counters{Commits: g.commits.Load(), CommitNanos: g.commitNanos.Load(), Aborts: g.aborts.Load(), Retries: g.retries.Load()})
 }
 
 func (g *gtsPipeline) promise(_ *kgo.Record, err error) {
@@ -106,6 +106,7 @@ func (g *gtsPipeline) pollOnce(ctx context.Context, s *kgo.GroupTransactSession,
 func (g *gtsPipeline) end(ctx context.Context, s *kgo.GroupTransactSession) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	began := time.Now()
 	// Flush here rather than in End, so that a produce failure is known
 	// before choosing between commit and abort.
 	if err := s.Client().Flush(ctx); err != nil {
@@ -126,6 +127,7 @@ func (g *gtsPipeline) end(ctx context.Context, s *kgo.GroupTransactSession) erro
 	}
 	if committed {
 		g.commits.Add(1)
+		g.commitNanos.Add(int64(time.Since(began)))
 	} else {
 		g.aborts.Add(1)
 	}

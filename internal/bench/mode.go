@@ -33,18 +33,21 @@ const (
 // one feature on: ObserveSuffix ("onceflow-session+obs") for Prometheus
 // metrics and OpenTelemetry tracing (every record sampled), MetricsSuffix
 // or TracingSuffix for one of them, GuardSuffix for
-// processor.WithPositionGuard. Listing a mode and its twins in -modes
+// processor.WithPositionGuard, FixedSuffix for commits on the fixed
+// -commit-interval (processor.WithMinCommitInterval equal to it) instead
+// of scheduled by load. Listing a mode and its twins in -modes
 // measures the cost of the feature side by side in one run.
 const (
 	ObserveSuffix = "+obs"
 	MetricsSuffix = "+metrics"
 	TracingSuffix = "+tracing"
 	GuardSuffix   = "+guard"
+	FixedSuffix   = "+fixed"
 )
 
 // suffix is the mode's twin suffix, or "".
 func (m Mode) suffix() string {
-	for _, s := range []string{ObserveSuffix, MetricsSuffix, TracingSuffix, GuardSuffix} {
+	for _, s := range []string{ObserveSuffix, MetricsSuffix, TracingSuffix, GuardSuffix, FixedSuffix} {
 		if strings.HasSuffix(string(m), s) {
 			return s
 		}
@@ -62,6 +65,7 @@ func (m Mode) observed() bool { return m.suffix() != "" }
 func (m Mode) metricsOn() bool { s := m.suffix(); return s == ObserveSuffix || s == MetricsSuffix }
 func (m Mode) tracingOn() bool { s := m.suffix(); return s == ObserveSuffix || s == TracingSuffix }
 func (m Mode) guardOn() bool   { return m.suffix() == GuardSuffix }
+func (m Mode) fixedOn() bool   { return m.suffix() == FixedSuffix }
 
 // instruments names what a twin turns on.
 func (m Mode) instruments() string {
@@ -72,6 +76,8 @@ func (m Mode) instruments() string {
 		return "tracing"
 	case GuardSuffix:
 		return "the position guard"
+	case FixedSuffix:
+		return "a fixed commit interval"
 	}
 	return "metrics and tracing"
 }
@@ -97,7 +103,7 @@ func ParseModes(s string) ([]Mode, error) {
 			return nil, fmt.Errorf("unknown mode %q (want one of %s)", m, joinModes(AllModes()))
 		}
 		if m.observed() && m.base().baseline() {
-			return nil, fmt.Errorf("mode %q: only onceflow modes have twins (%s, %s, %s, %s)", m, ObserveSuffix, MetricsSuffix, TracingSuffix, GuardSuffix)
+			return nil, fmt.Errorf("mode %q: only onceflow modes have twins (%s, %s, %s, %s, %s)", m, ObserveSuffix, MetricsSuffix, TracingSuffix, GuardSuffix, FixedSuffix)
 		}
 		out = append(out, m)
 	}

@@ -62,6 +62,12 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 	if job.MetadataBytes > 0 {
 		opts = append(opts, processor.WithMaxCommitMetadataBytes(job.MetadataBytes))
 	}
+	switch {
+	case job.Mode.fixedOn():
+		opts = append(opts, processor.WithMinCommitInterval(job.CommitInterval))
+	case job.MinCommitInterval > 0:
+		opts = append(opts, processor.WithMinCommitInterval(job.MinCommitInterval))
+	}
 	if job.IdleSession > 0 {
 		opts = append(opts, processor.WithIdleSessionTimeout(job.IdleSession))
 	}
@@ -92,7 +98,7 @@ func (o *onceflowPipeline) run(ctx context.Context) error { return o.obs.run(ctx
 
 func (o *onceflowPipeline) counters() Counters {
 	s := o.p.Stats()
-	return o.w.count(Counters{Commits: s.Commits, Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds,
+	return o.w.count(Counters{Commits: s.Commits, CommitNanos: int64(s.CommitTime), Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds,
 		Spans: o.obs.spans.Load(), DupsSkipped: s.DuplicatesSkipped})
 }
 

@@ -22,13 +22,14 @@ type Job struct {
 	InstanceID string   `json:"instance_id"`
 	Messages   int      `json:"messages"` // sizes the fault bitset
 
-	Latency        Latency       `json:"latency"`
-	CPURounds      int           `json:"cpu_rounds,omitempty"` // SHA-256 rounds per record, calibrated to Config.HandlerCPU
-	FaultRate      float64       `json:"fault_rate"`
-	RetryInitial   time.Duration `json:"retry_initial"`
-	CommitInterval time.Duration `json:"commit_interval"`
-	IdleSession    time.Duration `json:"idle_session,omitempty"`
-	MetadataBytes  int           `json:"metadata_bytes,omitempty"`
+	Latency           Latency       `json:"latency"`
+	CPURounds         int           `json:"cpu_rounds,omitempty"` // SHA-256 rounds per record, calibrated to Config.HandlerCPU
+	FaultRate         float64       `json:"fault_rate"`
+	RetryInitial      time.Duration `json:"retry_initial"`
+	CommitInterval    time.Duration `json:"commit_interval"`
+	IdleSession       time.Duration `json:"idle_session,omitempty"`
+	MinCommitInterval time.Duration `json:"min_commit_interval,omitempty"`
+	MetadataBytes     int           `json:"metadata_bytes,omitempty"`
 	// Stateful gives onceflow modes a state store in StateDir and a
 	// handler that keeps a per-session counter in it (see stateHandler).
 	Stateful bool   `json:"stateful,omitempty"`
@@ -50,10 +51,12 @@ type Job struct {
 
 // Counters are a pipeline's own counts, reported beside the verdict.
 type Counters struct {
-	Commits  int64 `json:"commits"`
-	Aborts   int64 `json:"aborts"`
-	Retries  int64 `json:"retries"`
-	Rebuilds int64 `json:"rebuilds,omitempty"`
+	Commits int64 `json:"commits"`
+	// CommitNanos is the time spent committing (flush, offsets, EndTxn).
+	CommitNanos int64 `json:"commit_ns"`
+	Aborts      int64 `json:"aborts"`
+	Retries     int64 `json:"retries"`
+	Rebuilds    int64 `json:"rebuilds,omitempty"`
 	// DupsSkipped is onceflow's Stats.DuplicatesSkipped (-dup-rate).
 	DupsSkipped int64 `json:"duplicates_skipped,omitempty"`
 
@@ -64,6 +67,7 @@ type Counters struct {
 
 func (c *Counters) add(o Counters) {
 	c.Commits += o.Commits
+	c.CommitNanos += o.CommitNanos
 	c.Aborts += o.Aborts
 	c.Retries += o.Retries
 	c.Rebuilds += o.Rebuilds
@@ -71,6 +75,14 @@ func (c *Counters) add(o Counters) {
 	c.Sleeps += o.Sleeps
 	c.SleptNanos += o.SleptNanos
 	c.Spans += o.Spans
+}
+
+// commitMs is the mean commit round trip in milliseconds.
+func (c Counters) commitMs() float64 {
+	if c.Commits == 0 {
+		return 0
+	}
+	return float64(c.CommitNanos) / float64(c.Commits) / 1e6
 }
 
 // sleepMs is the mean measured handler sleep in milliseconds.

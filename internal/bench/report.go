@@ -144,6 +144,9 @@ func notes(pr *message.Printer, w io.Writer, who string, r Result) {
 	if r.Mode == ModeALO && r.Duplicates > 0 {
 		pr.Fprintf(w, "%s: %d duplicate outputs (at-least-once: expected after crashes)\n", who, r.Duplicates)
 	}
+	if r.Counters.Commits > 0 && r.Mode != ModeALO {
+		pr.Fprintf(w, "%s: %d commits, mean commit round trip %.1f ms (flush, offsets, EndTxn)\n", who, r.Counters.Commits, r.Counters.commitMs())
+	}
 	if r.Peaks != nil && r.Workers > 0 {
 		pr.Fprintf(w, "%s: peak goroutines %d, peak RSS %.0f MiB (per worker process, VmHWM)\n", who, r.Goroutines, float64(r.RSSBytes)/(1<<20))
 	}
