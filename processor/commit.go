@@ -18,6 +18,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 		return nil
 	}
 	began := time.Now()
+	l.p.metrics.observeCommitStart(began)
 	// Flush first: a record that failed must be seen before the offsets
 	// of its input are committed, or the input would be lost. Everything
 	// the gate holds goes into this transaction; its end, committed or

@@ -168,6 +168,7 @@ func (l *lifetime) run(ctx context.Context) error {
 		}
 		l.publish()
 		l.sched.ended(time.Now(), l.saturated)
+		l.p.metrics.setCommitFloor(l.sched.floor)
 		l.saturated = false
 		l.group.rebalanceWanted.Store(false)
 		l.s.AllowRebalance()

@@ -27,12 +27,15 @@ var lagRefreshInterval = 5 * time.Second
 // atomics at scrape time, so the two always agree and the hot path does no
 // extra work for them.
 type metrics struct {
-	commitLatency prometheus.Histogram
-	inFlight      *prometheus.GaugeVec
-	buffered      *prometheus.GaugeVec
-	oldestAge     *prometheus.GaugeVec
-	lag           *prometheus.GaugeVec
-	kprom         *kprom.Metrics
+	commitLatency  prometheus.Histogram
+	commitInterval prometheus.Histogram
+	commitFloor    prometheus.Gauge
+	lastCommit     time.Time // the previous commit's start; loop-owned
+	inFlight       *prometheus.GaugeVec
+	buffered       *prometheus.GaugeVec
+	oldestAge      *prometheus.GaugeVec
+	lag            *prometheus.GaugeVec
+	kprom          *kprom.Metrics
 }
 
 // partLabels are the variable labels of the per-partition gauges.
@@ -48,6 +51,15 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 			Namespace: metricsNamespace, Name: "commit_duration_seconds", ConstLabels: constLabels,
 			Help:    "Time to commit one transaction (offsets, outputs and end of transaction).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1ms .. 16s
+		}),
+		commitInterval: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Name: "commit_interval_seconds", ConstLabels: constLabels,
+			Help:    "Time from one commit's start to the next's: scheduled by load, at most WithCommitInterval after the previous commit ended.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1ms .. 16s
+		}),
+		commitFloor: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "commit_floor_seconds", ConstLabels: constLabels,
+			Help: "The shortest time from a commit's end to the next commit's start as the load sets it now (WithMinCommitInterval up to WithCommitInterval).",
 		}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "inflight_records", ConstLabels: constLabels,
@@ -74,7 +86,7 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		}, func() float64 { return float64(v()) })
 	}
 	cs := []prometheus.Collector{
-		m.commitLatency, m.inFlight, m.buffered, m.oldestAge, m.lag,
+		m.commitLatency, m.commitInterval, m.commitFloor, m.inFlight, m.buffered, m.oldestAge, m.lag,
 		counter("records_consumed_total", "Records taken from fetches, not counting refetches after a rewind (Stats.Consumed).", s.consumed.Load),
 		counter("records_skipped_done_total", "Fetched records skipped because a committed transaction already finished them (Stats.SkippedDone).", s.skipped.Load),
 		counter("records_produced_total", "Output records in committed transactions (Stats.Outputs).", s.outputs.Load),
@@ -107,6 +119,23 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		reg.MustRegister(c)
 	}
 	return m
+}
+
+// observeCommitStart records the time since the previous commit started.
+func (m *metrics) observeCommitStart(now time.Time) {
+	if m == nil {
+		return
+	}
+	if !m.lastCommit.IsZero() {
+		m.commitInterval.Observe(now.Sub(m.lastCommit).Seconds())
+	}
+	m.lastCommit = now
+}
+
+func (m *metrics) setCommitFloor(d time.Duration) {
+	if m != nil {
+		m.commitFloor.Set(d.Seconds())
+	}
 }
 
 func (m *metrics) observeCommit(d time.Duration) {
