@@ -100,7 +100,7 @@ func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, 
 		l.produceMark(p, it.eventID)
 	}
 	if it.dup {
-		l.txn.dups++
+		l.txn.counts.dups++
 	}
 	return true, nil
 }

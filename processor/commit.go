@@ -13,7 +13,10 @@ import (
 
 // commit ends the open transaction with the offsets of the lowest
 // unfinished records and, in the metadata, the finished records above them.
-func (l *lifetime) commit(ctx context.Context) error {
+// With overlap, the loop goes on admitting and dispatching while the
+// transaction ends (see endTxn); the caller then opens the next one
+// (transaction.open).
+func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 	if !l.s.InTxn() {
 		return nil
 	}
@@ -34,7 +37,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 	plans := make(map[tp]commitPlan, len(l.parts))
 	for k, p := range l.parts {
 		base, done := p.commitPoint()
-		plans[k] = commitPlan{base, done, offsetmeta.Encode(base, done)}
+		plans[k] = commitPlan{base, done, offsetmeta.Encode(base, done), p.doneSinceCommit}
 	}
 	if l.cfg.positionGuard {
 		l.producePositions(plans) // before the flush, which must cover them
@@ -103,7 +106,7 @@ func (l *lifetime) commit(ctx context.Context) error {
 	// timeout), End waits for a heartbeat that the blocked group loop never
 	// serves. A timeout is an unknown outcome: rebuild and re-read.
 	cctx, cancel := context.WithTimeout(spanCtx, l.cfg.txnTimeout)
-	committed, err := l.s.Commit(cctx, rewrite)
+	committed, err := l.endTxn(cctx, rewrite, overlap && l.canOverlap())
 	cancel()
 	l.p.metrics.observeCommit(time.Since(start))
 	endCommit(span, committed, err)
@@ -128,7 +131,8 @@ func (l *lifetime) commit(ctx context.Context) error {
 		p := l.parts[k]
 		pl := plans[k]
 		l.cfg.logger.Debug("committed partition", "topic", k.topic, "partition", k.partition, "offset", pl.base, "done", pl.done)
-		p.committed, p.committedDone, p.doneSinceCommit = pl.base, pl.done, 0
+		p.committed, p.committedDone = pl.base, pl.done
+		p.doneSinceCommit -= pl.doneBefore // what finished while it ended belongs to the next
 	}
 	l.p.stats.commits.Add(1)
 	l.p.stats.commitNanos.Add(int64(time.Since(began)))
@@ -139,9 +143,57 @@ func (l *lifetime) commit(ctx context.Context) error {
 
 // commitPlan is what a transaction commits for one input partition.
 type commitPlan struct {
-	base int64 // the lowest unfinished offset (-1: nothing fetched since a rewind)
-	done []offsetmeta.Range
-	meta string
+	base       int64 // the lowest unfinished offset (-1: nothing fetched since a rewind)
+	done       []offsetmeta.Range
+	meta       string
+	doneBefore int // the partition's doneSinceCommit when planned
+}
+
+// canOverlap reports whether the loop may go on while a transaction ends.
+// Changelog writes (state, dedupe marks, positions) are applied to the
+// local stores per transaction, so with them the loop waits.
+func (l *lifetime) canOverlap() bool {
+	return l.r.store == nil && l.r.marks == nil && !l.cfg.positionGuard && l.cfg.hooks.afterEndTxn == nil
+}
+
+// endTxn commits the offsets and ends the transaction. With overlap the
+// loop goes on meanwhile without touching the client, which allows no
+// poll or produce while a transaction ends: finished records are admitted
+// into the next transaction (their records held until it opens), held
+// completions taken, and freed window room refilled from records already
+// fetched, so that handlers keep working through the commit's round trips.
+func (l *lifetime) endTxn(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error, overlap bool) (bool, error) {
+	if !overlap {
+		return l.s.Commit(ctx, rewrite)
+	}
+	type result struct {
+		committed bool
+		err       error
+	}
+	done := make(chan result, 1)
+	l.txn.close()
+	go func() {
+		committed, err := l.s.Commit(ctx, rewrite)
+		done <- result{committed, err}
+	}()
+	var loopErr error
+	for {
+		select {
+		case r := <-done:
+			if loopErr != nil {
+				return false, loopErr
+			}
+			return r.committed, r.err
+		case <-l.r.comps.wake:
+		}
+		if loopErr != nil {
+			continue // wait for the end before the lifetime stops
+		}
+		l.now = l.cfg.clock.Now()
+		if loopErr = l.drain(ctx); loopErr == nil {
+			loopErr = l.checkStuck(ctx)
+		}
+	}
 }
 
 // rewindAll drops everything after the last commit: the transaction was

@@ -22,9 +22,10 @@ import (
 //
 // Workers start when work waits and none is idle, up to maxWorkers (a
 // handler that blocks holds its worker), and end after idleWorker without
-// work. At most one woken worker is on its way to the run queue at a time;
-// a worker that takes a session and sees more waiting wakes the next, so
-// fast handlers run on few workers and blocking ones draw more.
+// work. At most maxSpinning woken workers are on their way to the run
+// queue at a time, and no more than sessions wait there; a worker that
+// takes a session and sees more waiting wakes the next, so fast handlers
+// run on few workers and blocking ones draw more.
 type dispatcher struct {
 	cfg      *config
 	shards   []shard
@@ -47,6 +48,11 @@ type dispatcher struct {
 // maxWorkers bounds the worker goroutines; records of more sessions than
 // this whose handlers all block wait for a worker.
 const maxWorkers = 4096
+
+// maxSpinning bounds the workers woken at once: enough that workers
+// whose handlers block are replaced quickly when the scheduler is busy,
+// few enough that fast handlers do not wake a crowd for every burst.
+const maxSpinning = 8
 
 // turn is how many records a session runs before it goes to the back of
 // the run queue, so that a session with a long queue shares its worker.
@@ -198,10 +204,11 @@ func (d *dispatcher) schedule(s *session) {
 	d.mu.Unlock()
 }
 
-// wakeLocked wakes an idle worker, or starts one, unless one is already on
-// its way to the run queue. d.mu is held.
+// wakeLocked wakes an idle worker, or starts one, unless as many are on
+// their way to the run queue as sessions wait there, or maxSpinning are.
+// d.mu is held.
 func (d *dispatcher) wakeLocked() {
-	if d.spinning > 0 || d.ctx.Err() != nil {
+	if d.spinning >= min(maxSpinning, len(d.runq)-d.runqHead) || d.ctx.Err() != nil {
 		return
 	}
 	if n := len(d.idle); n > 0 {

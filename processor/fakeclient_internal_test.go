@@ -23,9 +23,11 @@ type fakeClient struct {
 	promised []produced // produced, promise not yet called
 
 	// abortNext makes the next Commit abort (a rebalance or a refused
-	// offset commit); failNext fails the next produced record.
+	// offset commit); failNext fails the next produced record; a Commit
+	// waits for ending, when set, before it ends the transaction.
 	abortNext bool
 	failNext  error
+	ending    chan struct{}
 
 	outputs []*kgo.Record // records of committed transactions, in produce order
 	offsets map[tp]kmsg.TxnOffsetCommitRequestTopicPartition
@@ -133,6 +135,9 @@ func (c *fakeClient) Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCom
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	if err := rewrite(req); err != nil {
 		return false, err
+	}
+	if c.ending != nil {
+		<-c.ending
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

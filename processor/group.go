@@ -190,7 +190,7 @@ func (l *lifetime) shutdown() error {
 	if err := l.waitInFlight(ctx, ctx); err != nil {
 		return err
 	}
-	err := l.commit(ctx)
+	err := l.commit(ctx, false)
 	l.publish()
 	if err != nil {
 		l.cfg.logger.Warn("final commit failed; the next start resumes from what is committed", "err", err)

@@ -161,8 +161,11 @@ func (l *lifetime) run(ctx context.Context) error {
 		// Bounded instead: flush and commit take a transaction timeout
 		// each at most. The loop sees ctx right after and shuts down.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*cfg.txnTimeout)
-		err := l.commit(cctx)
+		err := l.commit(cctx, true)
 		cancel()
+		if err == nil {
+			err = l.txn.open()
+		}
 		if err != nil {
 			return err
 		}

@@ -77,9 +77,12 @@ func (h *loopHarness) idle() bool { return h.l.unfinished() == 0 }
 
 func (h *loopHarness) part() *partition { return h.l.parts[tp{"in", 0}] }
 
+// commit commits as the loop does: overlapping with admission, then
+// opening the next transaction.
 func (h *loopHarness) commit() {
 	h.t.Helper()
-	require.NoError(h.t, h.l.commit(context.Background()))
+	require.NoError(h.t, h.l.commit(context.Background(), true))
+	require.NoError(h.t, h.l.txn.open())
 }
 
 // committed returns the committed offset of in/0 and the finished ranges
@@ -299,4 +302,62 @@ func TestLoopSkipsRecordsFinishedByEarlierTransaction(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"2", "6", "8", "9"}, got)
 	require.Equal(t, int64(4), h.p.Stats().SkippedDone)
+}
+
+func TestLoopAdmitsIntoNextTransactionWhileOneEnds(t *testing.T) {
+	b := newBlocker(2)
+	h := newLoopHarness(t, b.handle)
+	h.intake(records(0, 8, 4)...) // s2: 2 and 6, waiting behind 2
+	h.settle(func() bool { return h.l.unfinished() == 2 })
+	h.c.ending = make(chan struct{})
+	go func() {
+		// Offsets 2 and 6 finish while the transaction ends; whether the
+		// loop admits them before or after its end, they belong to the
+		// next transaction.
+		b.release(2)
+		time.Sleep(20 * time.Millisecond)
+		close(h.c.ending)
+	}()
+	h.commit()
+	h.c.ending = nil
+	off, done := h.committed()
+	require.Equal(t, int64(2), off)
+	require.Equal(t, []offsetmeta.Range{{Start: 3, End: 6}, {Start: 7, End: 8}}, done)
+	require.Len(t, h.c.outputs, 6, "the ending transaction holds what finished before it began")
+	require.Equal(t, int64(6), h.p.Stats().Outputs)
+
+	h.settle(h.idle)
+	h.commit()
+	off, done = h.committed()
+	require.Equal(t, int64(8), off)
+	require.Empty(t, done)
+	require.Len(t, h.c.outputs, 8)
+	require.Equal(t, []string{"2", "6"}, h.outputValues()["s2"])
+	require.Equal(t, int64(8), h.p.Stats().Outputs)
+}
+
+func TestLoopAbortWhileEndingDropsNextTransaction(t *testing.T) {
+	b := newBlocker(1)
+	h := newLoopHarness(t, b.handle)
+	h.intake(records(0, 4, 2)...)
+	h.settle(func() bool { return h.l.unfinished() == 2 })
+	h.c.ending = make(chan struct{})
+	h.c.abortNext = true
+	go func() {
+		b.release(1)
+		time.Sleep(20 * time.Millisecond)
+		close(h.c.ending)
+	}()
+	h.commit()
+	h.c.ending = nil
+	require.Zero(t, h.c.commits)
+	require.Empty(t, h.l.txn.next, "an abort drops what was admitted into the next transaction")
+	require.False(t, h.c.inTxn)
+	// Everything is redone from the last commit (none): once each.
+	h.intake(records(0, 4, 2)...)
+	h.settle(h.idle)
+	h.commit()
+	off, _ := h.committed()
+	require.Equal(t, int64(4), off)
+	require.Len(t, h.c.outputs, 4)
 }

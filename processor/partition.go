@@ -15,8 +15,8 @@ import (
 // item is one fetched record on its way through a session.
 //
 // Fields are owned by one goroutine at a time: the loop until dispatch and
-// after the completion queue hands the item back; the session goroutine in
-// between. stuck is the one field both touch.
+// after the completion queue hands the item back; the worker running its
+// session in between. stuck is the one field both touch.
 type item struct {
 	rec  *kgo.Record
 	part *partition

@@ -111,8 +111,8 @@ func (l *lifetime) startCommit(ctx context.Context) (context.Context, trace.Span
 		return ctx, nil
 	}
 	return l.p.tracer.Start(ctx, spanCommit, trace.WithAttributes(
-		attribute.Int64("onceflow.outputs", l.txn.outputs),
-		attribute.Int64("onceflow.dead_letters", l.txn.deadLetters),
+		attribute.Int64("onceflow.outputs", l.txn.counts.outputs),
+		attribute.Int64("onceflow.dead_letters", l.txn.counts.deadLetters),
 		attribute.Int("onceflow.partitions", len(l.parts)),
 	))
 }

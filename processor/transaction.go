@@ -18,12 +18,23 @@ type transaction struct {
 	ctx  context.Context // outlives Run's: a shutdown must not cancel records still to commit
 	gate openGate
 
-	outputs, deadLetters, dups int64
-	deadLettersBy              [len(dlqReasons)]int64
+	counts txnCounts
+	// While the previous transaction ends (closed), finished records are
+	// admitted into the next one: their records wait in next, and their
+	// counts in counts while ending holds the ending transaction's.
+	closed bool
+	next   []heldRecord
+	ending txnCounts
 
 	mu         sync.Mutex
 	produceErr error
 	clNext     map[tp]int64 // next changelog offset after this transaction's writes
+}
+
+// txnCounts are what a transaction adds to Stats when it commits.
+type txnCounts struct {
+	outputs, deadLetters, dups int64
+	deadLettersBy              [len(dlqReasons)]int64
 }
 
 func newTransaction(s txnClient, cfg *config, ctx context.Context, wake func()) (*transaction, context.CancelFunc) {
@@ -41,27 +52,65 @@ func newTransaction(s txnClient, cfg *config, ctx context.Context, wake func()) 
 // produce opens the transaction if needed and sends a finished record's
 // outputs and dead-letter record.
 func (t *transaction) produce(outputs []*kgo.Record, dlq *kgo.Record) error {
-	if err := t.s.Begin(); err != nil {
-		return err
+	if !t.closed {
+		if err := t.s.Begin(); err != nil {
+			return err
+		}
 	}
 	for _, r := range outputs {
 		if r.Topic == "" {
 			r.Topic = t.cfg.output
 		}
-		t.gate.produce(r, t.promise)
+		t.send(r, t.promise)
 	}
-	t.outputs += int64(len(outputs))
+	t.counts.outputs += int64(len(outputs))
 	if dlq != nil {
-		t.gate.produce(dlq, t.promise)
-		t.deadLetters++
-		t.deadLettersBy[reasonIndex(headerValue(dlq, HeaderReason))]++
+		t.send(dlq, t.promise)
+		t.counts.deadLetters++
+		t.counts.deadLettersBy[reasonIndex(headerValue(dlq, HeaderReason))]++
 	}
+	return nil
+}
+
+func (t *transaction) send(r *kgo.Record, promise func(*kgo.Record, error)) {
+	if t.closed {
+		t.next = append(t.next, heldRecord{r, promise})
+		return
+	}
+	t.gate.produce(r, promise)
+}
+
+// close starts the end of the transaction: until open, records go to the
+// next one, which the client cannot begin while this one ends.
+func (t *transaction) close() {
+	t.closed = true
+	t.ending, t.counts = t.counts, txnCounts{}
+}
+
+// open begins the next transaction with what was admitted while the
+// previous one ended.
+func (t *transaction) open() error {
+	if !t.closed {
+		return nil
+	}
+	t.closed = false // the ending transaction is settled or discarded by now
+	if len(t.next) == 0 {
+		return nil
+	}
+	if err := t.s.Begin(); err != nil {
+		return err
+	}
+	for i, h := range t.next {
+		t.gate.produce(h.r, h.promise)
+		t.next[i] = heldRecord{}
+	}
+	t.next = t.next[:0]
 	return nil
 }
 
 // produceChangelog writes one changelog record in the transaction.
 func (t *transaction) produceChangelog(topic string, partition int32, key, value []byte) {
-	t.gate.produce(&kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value}, t.changelogPromise)
+	t.send(&kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value}, t.changelogPromise)
 }
 
 func (t *transaction) promise(_ *kgo.Record, err error) {
@@ -106,22 +155,32 @@ func (t *transaction) changelogNext(k tp) (int64, bool) {
 	return next, ok
 }
 
-// settle adds a committed transaction's counts to stats and starts the
-// next transaction's from zero.
+// settle adds a committed transaction's counts to stats: the ending
+// one's while closed, else the open one's, which then start from zero.
 func (t *transaction) settle(stats *counters) {
-	stats.outputs.Add(t.outputs)
-	stats.dlq.Add(t.deadLetters)
-	for i, n := range t.deadLettersBy {
+	c := &t.counts
+	if t.closed {
+		c = &t.ending
+	}
+	stats.outputs.Add(c.outputs)
+	stats.dlq.Add(c.deadLetters)
+	for i, n := range c.deadLettersBy {
 		stats.dlqBy[i].Add(n)
 	}
-	stats.dups.Add(t.dups)
-	t.discard()
+	stats.dups.Add(c.dups)
+	*c = txnCounts{}
+	t.mu.Lock()
+	clear(t.clNext)
+	t.mu.Unlock()
 }
 
-// discard forgets an aborted (or settled) transaction's counts and
-// changelog offsets.
+// discard forgets an aborted transaction, and what was admitted into the
+// next one meanwhile: an abort rewinds every partition, so all of it is
+// redone.
 func (t *transaction) discard() {
-	t.outputs, t.deadLetters, t.deadLettersBy, t.dups = 0, 0, [len(dlqReasons)]int64{}, 0
+	t.counts, t.ending = txnCounts{}, txnCounts{}
+	clear(t.next)
+	t.next = t.next[:0]
 	t.mu.Lock()
 	clear(t.clNext)
 	t.mu.Unlock()
