@@ -102,8 +102,8 @@ type worker struct {
 	cancel context.CancelFunc
 }
 
-func newDispatcher(cfg *config, shards int, complete func(*item)) *dispatcher {
-	d := &dispatcher{cfg: cfg, shards: make([]shard, shards), complete: complete, active: new(atomic.Int64)}
+func newDispatcher(cfg *config, shards int, complete func(*item), active, retries *atomic.Int64, tracer trace.Tracer) *dispatcher {
+	d := &dispatcher{cfg: cfg, shards: make([]shard, shards), complete: complete, active: active, retries: retries, tracer: tracer}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	for i := range d.shards {
 		d.shards[i].sessions = make(map[uint64]*session)
@@ -302,10 +302,6 @@ func (d *dispatcher) work(w *worker) {
 		d.mu.Unlock()
 	}
 }
-
-// activeSessions counts sessions with records queued, running or backing
-// off.
-func (d *dispatcher) activeSessions() int { return int(d.active.Load()) }
 
 // stop cancels every handler and waits for the workers and backoffs.
 func (d *dispatcher) stop() {

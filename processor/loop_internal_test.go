@@ -85,6 +85,20 @@ func (h *loopHarness) commit() {
 	require.NoError(h.t, h.l.txn.open())
 }
 
+// commitWhile commits with the transaction's end held until meanwhile has
+// run and the loop has had a moment to admit what finished.
+func (h *loopHarness) commitWhile(meanwhile func()) {
+	h.t.Helper()
+	h.c.ending = make(chan struct{})
+	go func() {
+		meanwhile()
+		time.Sleep(20 * time.Millisecond)
+		close(h.c.ending)
+	}()
+	h.commit()
+	h.c.ending = nil
+}
+
 // committed returns the committed offset of in/0 and the finished ranges
 // its metadata holds.
 func (h *loopHarness) committed() (int64, []offsetmeta.Range) {
@@ -270,7 +284,7 @@ func TestLoopRevokeDropsInFlightWork(t *testing.T) {
 	b.release(2)
 	// Its completion arrives stale and is not produced.
 	deadline := time.After(5 * time.Second)
-	for h.l.r.d.activeSessions() > 0 {
+	for h.l.r.d.active.Load() > 0 {
 		select {
 		case <-deadline:
 			t.Fatal("sessions did not end")
@@ -309,17 +323,10 @@ func TestLoopAdmitsIntoNextTransactionWhileOneEnds(t *testing.T) {
 	h := newLoopHarness(t, b.handle)
 	h.intake(records(0, 8, 4)...) // s2: 2 and 6, waiting behind 2
 	h.settle(func() bool { return h.l.unfinished() == 2 })
-	h.c.ending = make(chan struct{})
-	go func() {
-		// Offsets 2 and 6 finish while the transaction ends; whether the
-		// loop admits them before or after its end, they belong to the
-		// next transaction.
-		b.release(2)
-		time.Sleep(20 * time.Millisecond)
-		close(h.c.ending)
-	}()
-	h.commit()
-	h.c.ending = nil
+	// Offsets 2 and 6 finish while the transaction ends; whether the loop
+	// admits them before or after its end, they belong to the next
+	// transaction.
+	h.commitWhile(func() { b.release(2) })
 	off, done := h.committed()
 	require.Equal(t, int64(2), off)
 	require.Equal(t, []offsetmeta.Range{{Start: 3, End: 6}, {Start: 7, End: 8}}, done)
@@ -341,15 +348,8 @@ func TestLoopAbortWhileEndingDropsNextTransaction(t *testing.T) {
 	h := newLoopHarness(t, b.handle)
 	h.intake(records(0, 4, 2)...)
 	h.settle(func() bool { return h.l.unfinished() == 2 })
-	h.c.ending = make(chan struct{})
 	h.c.abortNext = true
-	go func() {
-		b.release(1)
-		time.Sleep(20 * time.Millisecond)
-		close(h.c.ending)
-	}()
-	h.commit()
-	h.c.ending = nil
+	h.commitWhile(func() { b.release(1) })
 	require.Zero(t, h.c.commits)
 	require.Empty(t, h.l.txn.next, "an abort drops what was admitted into the next transaction")
 	require.False(t, h.c.inTxn)

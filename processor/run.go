@@ -27,8 +27,7 @@ type run struct {
 
 func newRun(p *Processor) *run {
 	r := &run{p: p, cfg: &p.cfg, comps: newCompletionQueue()}
-	r.d = newDispatcher(&p.cfg, 4*runtime.GOMAXPROCS(0), r.comps.push)
-	r.d.retries, r.d.active, r.d.tracer = &p.stats.retries, &p.stats.activeSessions, p.tracer
+	r.d = newDispatcher(&p.cfg, 4*runtime.GOMAXPROCS(0), r.comps.push, &p.stats.activeSessions, &p.stats.retries, p.tracer)
 	return r
 }
 

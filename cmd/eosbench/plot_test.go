@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
+	"github.com/onceflow/onceflow/internal/svgtest"
 )
 
 // TestPlot: -plot after a short real run writes an SVG document (decoded
@@ -39,44 +37,10 @@ func TestPlot(t *testing.T) {
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	root, texts := decodeSVG(t, f)
-	require.Equal(t, "svg", root)
+	texts := svgtest.Texts(t, f)
 	for _, mode := range []string{"franz-gts", "onceflow-session"} {
 		require.Equal(t, 2, texts[mode], "%s: one legend entry in each panel", mode)
 	}
 	require.Equal(t, 1, texts["latency by percentile (all runs merged)"])
 	require.Equal(t, 1, texts["throughput over the run (median run, per 300ms)"], "a short run: the shortest points")
-}
-
-// decodeSVG reads an XML document to its end and returns its root
-// element's name and how often each text is shown.
-func decodeSVG(t *testing.T, r io.Reader) (string, map[string]int) {
-	t.Helper()
-	dec := xml.NewDecoder(r)
-	texts := map[string]int{}
-	root, depth, inText := "", 0, false
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			if depth == 0 {
-				root = tok.Name.Local
-			}
-			depth++
-			inText = tok.Name.Local == "text"
-		case xml.EndElement:
-			depth--
-			inText = false
-		case xml.CharData:
-			if inText {
-				texts[strings.TrimSpace(string(tok))]++
-			}
-		}
-	}
-	require.Zero(t, depth, "every element closed")
-	return root, texts
 }

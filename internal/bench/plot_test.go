@@ -2,14 +2,12 @@ package bench
 
 import (
 	"bytes"
-	"encoding/xml"
-	"errors"
-	"io"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/onceflow/onceflow/internal/svgtest"
 )
 
 // TestPercentileCurve: from the minimum at 0% up to 1/(1-p) = the count.
@@ -52,7 +50,7 @@ func TestWritePlotSynthetic(t *testing.T) {
 
 	var buf bytes.Buffer
 	require.NoError(t, WritePlot(&buf, rs))
-	texts := svgTexts(t, &buf)
+	texts := svgtest.Texts(t, &buf)
 	require.Equal(t, 2, texts["franz-gts"], "legend entries in both panels")
 	require.Equal(t, 2, texts["onceflow-session"])
 	require.Equal(t, 1, texts["alo-raw"], "no latencies: the throughput panel only")
@@ -61,45 +59,11 @@ func TestWritePlotSynthetic(t *testing.T) {
 	rs[1].Scenario = "chat"
 	buf.Reset()
 	require.NoError(t, WritePlot(&buf, rs))
-	texts = svgTexts(t, &buf)
+	texts = svgtest.Texts(t, &buf)
 	require.Equal(t, 2, texts["chat onceflow-session"])
 	require.Equal(t, 2, texts["default franz-gts"])
 
 	buf.Reset()
 	require.NoError(t, WritePlot(&buf, nil), "nothing ran: empty panels")
-	svgTexts(t, &buf)
-}
-
-// svgTexts decodes an SVG document to its end, checks that its root is
-// svg, and counts the texts it shows.
-func svgTexts(t *testing.T, r io.Reader) map[string]int {
-	t.Helper()
-	dec := xml.NewDecoder(r)
-	texts := map[string]int{}
-	depth, root, inText := 0, "", false
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			if depth == 0 {
-				root = tok.Name.Local
-			}
-			depth++
-			inText = tok.Name.Local == "text"
-		case xml.EndElement:
-			depth--
-			inText = false
-		case xml.CharData:
-			if inText {
-				texts[strings.TrimSpace(string(tok))]++
-			}
-		}
-	}
-	require.Equal(t, "svg", root)
-	require.Zero(t, depth, "every element closed")
-	return texts
+	svgtest.Texts(t, &buf)
 }
