@@ -1,0 +1,11 @@
+//go:build !windows
+
+package kgo
+
+import (
+	"syscall"
+)
+
+func isConnReset(errno syscall.Errno) bool {
+	return errno == syscall.ECONNRESET
+}
