@@ -51,6 +51,9 @@ var (
 	// ErrInvalidConfig is returned by NewSession for a Config it cannot
 	// use. It has no Class: nothing was contacted.
 	ErrInvalidConfig = errors.New("txn: invalid config")
+	// ErrGroupProtocolUnsupported means the brokers cannot run the
+	// GroupProtocol a Config asked for (see Session.CheckGroupProtocol).
+	ErrGroupProtocolUnsupported = errors.New("txn: group protocol not supported by the brokers")
 )
 
 // Error is a transaction failure with its recovery class.

@@ -42,6 +42,14 @@ type Config struct {
 	// Java client's max.poll.interval.ms. Default 60s.
 	RebalanceTimeout time.Duration
 
+	// GroupProtocol is the group protocol: GroupProtocolClassic (the
+	// default, "") or GroupProtocolConsumer (KIP-848). Under the consumer
+	// protocol the broker sets the session timeout and heartbeat interval
+	// (group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms,
+	// or the group's consumer.session.timeout.ms): SessionTimeout is not
+	// sent, and Incarnation is not needed.
+	GroupProtocol GroupProtocol
+
 	// Incarnation identifies this process among processes with the same
 	// instance ID: its start time (time.Now().UnixNano() once, at
 	// start-up), the same for every Session the process builds. The
@@ -91,6 +99,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Topics: at least one input topic is required", ErrInvalidConfig)
 	case c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.RebalanceTimeout < 0:
 		return fmt.Errorf("%w: timeouts must not be negative", ErrInvalidConfig)
+	case !c.GroupProtocol.valid():
+		return fmt.Errorf("%w: GroupProtocol %q: want %q or %q", ErrInvalidConfig, c.GroupProtocol, GroupProtocolClassic, GroupProtocolConsumer)
 	}
 	return nil
 }
@@ -149,11 +159,7 @@ func NewSession(cfg Config) (*Session, error) {
 		// client's) added 20ms to every transaction's latency.
 		kgo.ConcurrentTransactionsBackoff(2 * time.Millisecond),
 	}
-	if cfg.Incarnation > 0 {
-		// franz-go's default balancer, with the incarnation appended;
-		// before ClientOpts, so that a user's kgo.Balancers wins.
-		opts = append(opts, kgo.Balancers(incarnationBalancer{kgo.CooperativeStickyBalancer(), incarnationTrailer(cfg.Incarnation)}))
-	}
+	opts = append(opts, cfg.groupOpts()...)
 	gts, err := kgo.NewGroupTransactSession(append(opts, cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("txn: building client: %w", err)
@@ -328,6 +334,9 @@ const (
 func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if s.cfg.GroupProtocol == GroupProtocolConsumer {
+		return s.otherHolder848(ctx, ourMember)
+	}
 	// Raw DescribeGroups: kadm parses the metadata and drops the trailer.
 	req := kmsg.NewPtrDescribeGroupsRequest()
 	req.Groups = []string{s.cfg.Group}

@@ -1,0 +1,115 @@
+package txn
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// GroupProtocol is the consumer group protocol, the Java client's
+// group.protocol.
+type GroupProtocol string
+
+const (
+	// GroupProtocolClassic is the client-driven JoinGroup/SyncGroup
+	// protocol (cooperative-sticky assignment). Any Kafka version
+	// onceflow supports.
+	GroupProtocolClassic GroupProtocol = "classic"
+	// GroupProtocolConsumer is KIP-848's protocol: the broker assigns
+	// partitions incrementally (its "uniform" assignor) and members that
+	// keep their partitions never stop for a rebalance. Kafka 4.0+ with
+	// the consumer protocol enabled (group.coordinator.rebalance.protocols
+	// includes consumer, the default); franz-go recommends 4.3+. Static
+	// membership changes meaning: the first holder of an instance ID
+	// keeps it until it leaves or its session expires, so a replacement
+	// started after a crash waits out the broker's
+	// group.consumer.session.timeout.ms (45s by default), and a returning
+	// zombie cannot displace a live member.
+	GroupProtocolConsumer GroupProtocol = "consumer"
+)
+
+func (p GroupProtocol) valid() bool {
+	return p == "" || p == GroupProtocolClassic || p == GroupProtocolConsumer
+}
+
+// groupOpts are the client options that select the protocol.
+func (c Config) groupOpts() []kgo.Opt {
+	if c.GroupProtocol == GroupProtocolConsumer {
+		// franz-go runs KIP-848 only with its own (unwrapped) sticky or
+		// range balancer first: the incarnation trailer rides on JoinGroup
+		// metadata, which KIP-848 does not have, and the broker orders
+		// static members itself (see otherHolder848).
+		return []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer())}
+	}
+	if c.Incarnation > 0 {
+		// franz-go's default balancer, with the incarnation appended;
+		// before ClientOpts, so that a user's kgo.Balancers wins.
+		return []kgo.Opt{kgo.Balancers(incarnationBalancer{kgo.CooperativeStickyBalancer(), incarnationTrailer(c.Incarnation)})}
+	}
+	return nil
+}
+
+// CheckGroupProtocol returns an error matching ErrGroupProtocolUnsupported
+// if the session asked for GroupProtocolConsumer and a broker does not
+// offer KIP-848's ConsumerGroupHeartbeat v1: franz-go would fall back to
+// the classic protocol without a word. A broker that offers it but has the
+// protocol disabled refuses the first heartbeat; that fallback is caught
+// when the client sends a JoinGroup (see JoinedClassic).
+func (s *Session) CheckGroupProtocol(ctx context.Context) error {
+	if s.cfg.GroupProtocol != GroupProtocolConsumer {
+		return nil
+	}
+	vs, err := kadm.NewClient(s.gts.Client()).ApiVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("txn: checking the brokers for the consumer group protocol: %w", err)
+	}
+	for _, v := range vs.Sorted() {
+		if v.Err != nil {
+			return fmt.Errorf("txn: checking broker %d for the consumer group protocol: %w", v.NodeID, v.Err)
+		}
+		if max, ok := v.KeyMaxVersion(int16(kmsg.ConsumerGroupHeartbeat)); !ok || max < 1 {
+			return fmt.Errorf("%w: broker %d does not offer ConsumerGroupHeartbeat v1 (Kafka 4.0+ with the consumer protocol enabled)",
+				ErrGroupProtocolUnsupported, v.NodeID)
+		}
+	}
+	return nil
+}
+
+// JoinedClassic reports whether a request with this key (as a
+// kgo.HookBrokerWrite sees it) shows the client running the classic
+// protocol although the session asked for the consumer protocol.
+func (c Config) JoinedClassic(key int16) bool {
+	return c.GroupProtocol == GroupProtocolConsumer && key == int16(kmsg.JoinGroup)
+}
+
+// otherHolder848 is otherHolder for a consumer-protocol group, which
+// DescribeGroups does not describe. The broker never lets a second member
+// take an instance ID its holder has not released, so a holder under
+// another member ID is newer: it took the ID after ours was released or
+// expired. (Classic groups need incarnations for this, see incarnation.go.)
+func (s *Session) otherHolder848(ctx context.Context, ourMember string) holder {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{s.cfg.Group}
+	resp, err := req.RequestWith(ctx, s.gts.Client())
+	if err != nil {
+		return holderUnknown
+	}
+	return s.judgeHolder848(resp, ourMember)
+}
+
+func (s *Session) judgeHolder848(resp *kmsg.ConsumerGroupDescribeResponse, ourMember string) holder {
+	for _, g := range resp.Groups {
+		if g.ErrorCode != 0 {
+			continue
+		}
+		for _, m := range g.Members {
+			if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID && ourMember != "" && m.MemberID != ourMember {
+				return holderNewer
+			}
+		}
+	}
+	return holderUnknown
+}

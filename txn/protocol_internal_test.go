@@ -1,0 +1,184 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+)
+
+func consumerConfig(c *kafkatest.Cluster, group, instance, topic string) Config {
+	return Config{
+		Brokers: c.Brokers, Group: group, InstanceID: instance, Topics: []string{topic},
+		TransactionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
+		GroupProtocol: GroupProtocolConsumer,
+	}
+}
+
+// TestCommitWhileReassigned848 pins franz-go's KIP-848 End under
+// BlockRebalanceOnPoll (patched in third_party/franz-go, see its README):
+// a heartbeat that brings a new assignment stops heartbeats until the loop
+// allows the rebalance, and End's forced heartbeat then went unanswered
+// until End's context expired (an unknown outcome and a rebuild on every
+// rebalance that met a transaction). End must commit the transaction
+// first, as under the classic protocol, so the revoked partitions' work is
+// not redone by their next owner.
+func TestCommitWhileReassigned848(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("kfake: the real-broker passes cover this through the processor's rebalance tests")
+	}
+	c := kafkatest.New(t)
+	in := c.CreateTopic(t, "in", 4, nil)
+	out := c.CreateTopic(t, "out", 1, nil)
+	group := kafkatest.Name(t, "g")
+	produce := func(n int) {
+		cl := c.Client(t, kgo.DefaultProduceTopic(in), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		for range n {
+			if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(8)
+
+	var wanted atomic.Bool
+	cfg := consumerConfig(c, group, "a", in)
+	cfg.ClientOpts = []kgo.Opt{
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { wanted.Store(true) }),
+	}
+	a, err := NewSession(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.CheckGroupProtocol(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	polled := 0
+	for deadline := time.Now().Add(30 * time.Second); polled < 8 && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		polled += a.Poll(ctx, 0).NumRecords()
+		cancel()
+	}
+	if polled < 8 {
+		t.Fatalf("polled %d of 8 records", polled)
+	}
+	if err := a.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	a.Produce(context.Background(), &kgo.Record{Topic: out, Value: []byte("y")}, nil)
+
+	// A second member joins while the transaction is open: the
+	// coordinator takes partitions from a, whose heartbeats stop until
+	// the rebalance is allowed.
+	bcfg := consumerConfig(c, group, "b", in)
+	b, err := NewSession(bcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	bctx, stopB := context.WithCancel(context.Background())
+	bDone := make(chan struct{})
+	go func() {
+		defer close(bDone)
+		for bctx.Err() == nil {
+			b.Poll(bctx, 0)
+			b.AllowRebalance()
+		}
+	}()
+	defer func() { stopB(); <-bDone }()
+	for deadline := time.Now().Add(30 * time.Second); !wanted.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the second member's join never reached a")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	committed, err := a.Commit(ctx, nil)
+	if err != nil || !committed {
+		t.Fatalf("Commit with a reassignment pending: committed=%v err=%v, want a commit", committed, err)
+	}
+	a.AllowRebalance()
+	if got := len(c.ReadCommitted(t, out)); got != 1 {
+		t.Fatalf("%d committed outputs, want 1", got)
+	}
+}
+
+// TestCheckGroupProtocol: brokers without KIP-848 are refused before the
+// client joins (franz-go would fall back to the classic protocol in
+// silence), brokers with it pass.
+func TestCheckGroupProtocol(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("kfake's version pins")
+	}
+	for _, tc := range []struct {
+		name string
+		opts []kafkatest.Option
+		want error
+	}{
+		{"current", nil, nil},
+		{"kafka-3.9", []kafkatest.Option{kafkatest.PreKIP890()}, ErrGroupProtocolUnsupported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := kafkatest.New(t, tc.opts...)
+			s, err := NewSession(consumerConfig(c, kafkatest.Name(t, "g"), "x", "in"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.CheckGroupProtocol(context.Background()); !errors.Is(err, tc.want) {
+				t.Fatalf("CheckGroupProtocol: %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if (Config{}).JoinedClassic(int16(kmsg.JoinGroup)) {
+		t.Error("a classic session's JoinGroup reported as a fallback")
+	}
+	if !(Config{GroupProtocol: GroupProtocolConsumer}).JoinedClassic(int16(kmsg.JoinGroup)) {
+		t.Error("a consumer-protocol session's JoinGroup not reported as a fallback")
+	}
+}
+
+// TestJudgeHolder848: under KIP-848 another member ID holding our instance
+// ID is always newer, since the coordinator never lets a member take an
+// instance ID that is still held.
+func TestJudgeHolder848(t *testing.T) {
+	s := &Session{cfg: Config{InstanceID: "x", GroupProtocol: GroupProtocolConsumer}}
+	x, y := "x", "y"
+	resp := func(code int16, members ...kmsg.ConsumerGroupDescribeResponseGroupMember) *kmsg.ConsumerGroupDescribeResponse {
+		g := kmsg.NewConsumerGroupDescribeResponseGroup()
+		g.ErrorCode, g.Members = code, members
+		return &kmsg.ConsumerGroupDescribeResponse{Groups: []kmsg.ConsumerGroupDescribeResponseGroup{g}}
+	}
+	member := func(id string, instance *string) kmsg.ConsumerGroupDescribeResponseGroupMember {
+		m := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+		m.MemberID, m.InstanceID = id, instance
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		resp *kmsg.ConsumerGroupDescribeResponse
+		ours string
+		want holder
+	}{
+		{"we hold it", resp(0, member("m1", &x)), "m1", holderUnknown},
+		{"another member holds it", resp(0, member("m2", &x)), "m1", holderNewer},
+		{"another instance only", resp(0, member("m2", &y)), "m1", holderUnknown},
+		{"dynamic member", resp(0, member("m2", nil)), "m1", holderUnknown},
+		{"our member unknown", resp(0, member("m2", &x)), "", holderUnknown},
+		{"group error", resp(69, member("m2", &x)), "m1", holderUnknown},
+	} {
+		if got := s.judgeHolder848(tc.resp, tc.ours); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
