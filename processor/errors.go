@@ -13,6 +13,10 @@ var (
 	// instance ID (and so the same transactional ID) has taken over.
 	ErrFenced = txn.ErrFenced
 
+	// ErrGroupProtocolUnsupported is returned by Run when the brokers
+	// cannot run the protocol WithGroupProtocol asked for.
+	ErrGroupProtocolUnsupported = txn.ErrGroupProtocolUnsupported
+
 	// ErrInvalidOption wraps every configuration error returned by New.
 	ErrInvalidOption = errors.New("processor: invalid option")
 

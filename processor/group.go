@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
+	"github.com/onceflow/onceflow/txn"
 )
 
 // groupEvents is what the client's group callbacks report to the loop.
@@ -101,6 +103,33 @@ func (g *groupEvents) onRevoked(_ context.Context, _ *kgo.Client, revoked map[st
 func (g *groupEvents) onRebalanceWanted(context.Context, *kgo.Client) {
 	g.rebalanceWanted.Store(true)
 	g.wake()
+}
+
+// classicJoinGuard fails the processor when its client, asked for the
+// consumer protocol, sends a JoinGroup: franz-go falls back to the classic
+// protocol without an error when a broker refuses KIP-848's heartbeat.
+type classicJoinGuard struct{ g *groupEvents }
+
+func (c classicJoinGuard) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == int16(kmsg.JoinGroup) {
+		c.g.fail(fmt.Errorf("%w: the client fell back to the classic protocol (the group coordinator refused KIP-848's ConsumerGroupHeartbeat)", ErrGroupProtocolUnsupported))
+		c.g.wake()
+	}
+}
+
+// checkGroupProtocol fails for brokers that do not offer the consumer
+// protocol. A check that cannot reach the brokers is not an answer: the
+// client then retries as usual, and classicJoinGuard still catches a
+// fallback.
+func (l *lifetime) checkGroupProtocol(ctx context.Context, s *txn.Session) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.sessionTimeout)
+	defer cancel()
+	err := s.CheckGroupProtocol(ctx)
+	if err != nil && !errors.Is(err, ErrGroupProtocolUnsupported) {
+		l.cfg.logger.Warn("could not check the brokers for the consumer group protocol", "err", err)
+		return nil
+	}
+	return err
 }
 
 // onOffsetsFetched decodes the committed metadata of newly assigned

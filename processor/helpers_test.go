@@ -70,6 +70,7 @@ func (pl *pipeline) opts(instance string, h processor.Handler) []processor.Opt {
 		processor.WithTransactionTimeout(10 * time.Second),
 		processor.WithDrainTimeout(2 * time.Second),
 		processor.WithLogger(testLogger(nil)),
+		processor.WithGroupProtocol(processor.GroupProtocol(kafkatest.GroupProtocol())),
 	}
 }
 

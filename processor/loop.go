@@ -66,6 +66,9 @@ func (r *run) runLifetime(ctx context.Context) error {
 		// client takes over the same series.
 		clientOpts = append(clientOpts, kgo.WithHooks(p.metrics.kprom))
 	}
+	if cfg.groupProtocol == GroupProtocolConsumer {
+		clientOpts = append(clientOpts, kgo.WithHooks(classicJoinGuard{l.group}))
+	}
 	s, err := txn.NewSession(txn.Config{
 		Brokers:            cfg.brokers,
 		Group:              cfg.group,
@@ -74,6 +77,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 		TransactionTimeout: cfg.txnTimeout,
 		SessionTimeout:     cfg.sessionTimeout,
 		RebalanceTimeout:   cfg.rebalanceTimeout,
+		GroupProtocol:      cfg.groupProtocol,
 		Incarnation:        p.incarnation,
 		ClientOpts: append(append(clientOpts,
 			kgo.OnOffsetsFetched(l.group.onOffsetsFetched),
@@ -97,6 +101,9 @@ func (r *run) runLifetime(ctx context.Context) error {
 	}()
 	if p.metrics != nil {
 		refreshWG.Go(func() { l.refreshEnds(refreshCtx, s.Client()) })
+	}
+	if err := l.checkGroupProtocol(ctx, s); err != nil {
+		return err
 	}
 	return l.run(ctx)
 }

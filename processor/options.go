@@ -12,6 +12,7 @@ import (
 
 	"github.com/onceflow/onceflow/dedupe"
 	"github.com/onceflow/onceflow/statestore"
+	"github.com/onceflow/onceflow/txn"
 )
 
 // Handler handles one input record. Records it emits are produced in the
@@ -91,6 +92,7 @@ type config struct {
 	minCommitInterval  time.Duration
 	txnTimeout         time.Duration
 	sessionTimeout     time.Duration
+	groupProtocol      GroupProtocol
 	rebalanceTimeout   time.Duration
 	retry              RetryPolicy
 	permanent          func(error) bool
@@ -135,6 +137,7 @@ func defaults() config {
 		commitInterval:     100 * time.Millisecond,
 		txnTimeout:         10 * time.Second,
 		sessionTimeout:     45 * time.Second,
+		groupProtocol:      GroupProtocolClassic,
 		rebalanceTimeout:   60 * time.Second,
 		retry:              DefaultRetryPolicy(),
 		idleSession:        10 * time.Second,
@@ -285,8 +288,44 @@ func WithTransactionTimeout(d time.Duration) Opt { return opt(func(c *config) { 
 
 // WithSessionTimeout sets the group's session.timeout.ms. With static
 // membership, a stopped instance keeps its partitions this long, waiting
-// for a restart. Default 45s (the Java client's default).
+// for a restart. Default 45s (the Java client's default). Classic protocol
+// only: under GroupProtocolConsumer the broker decides
+// (group.consumer.session.timeout.ms, default 45s, at least
+// group.consumer.min.session.timeout.ms, or the group's
+// consumer.session.timeout.ms config) and this option is not sent.
 func WithSessionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.sessionTimeout = d }) }
+
+// GroupProtocol is the consumer group protocol: the Java client's
+// group.protocol.
+type GroupProtocol = txn.GroupProtocol
+
+const (
+	// GroupProtocolClassic is the JoinGroup/SyncGroup protocol with
+	// franz-go's cooperative-sticky assignor. Every supported Kafka
+	// version.
+	GroupProtocolClassic = txn.GroupProtocolClassic
+	// GroupProtocolConsumer is KIP-848's protocol: the broker assigns
+	// partitions incrementally, and members that keep their partitions
+	// never stop for a rebalance. Needs Kafka 4.0+ with the consumer
+	// protocol enabled (group.coordinator.rebalance.protocols, which
+	// includes it by default); 4.3+ recommended (before it an offset
+	// commit can race a member epoch bump and abort a transaction). On a
+	// broker without it Run fails at start with an error matching
+	// ErrGroupProtocolUnsupported. Static membership differs: the first
+	// holder of an instance ID keeps it until it leaves or its session
+	// expires, so a replacement started after a crash (no leave) waits out
+	// the broker's session timeout before it gets partitions, and a
+	// returning zombie cannot take the ID back from a live member.
+	GroupProtocolConsumer = txn.GroupProtocolConsumer
+)
+
+// WithGroupProtocol sets the consumer group protocol: the Java client's
+// group.protocol (classic or consumer). Default GroupProtocolClassic. The
+// guarantees are the same under both: offsets commit in the transaction
+// fenced by the group's generation or member epoch (KIP-447), a rebalance
+// waits until finished work is committed, and a zombie cannot make
+// anything visible.
+func WithGroupProtocol(p GroupProtocol) Opt { return opt(func(c *config) { c.groupProtocol = p }) }
 
 // WithRebalanceTimeout sets the group rebalance timeout: how long members
 // have to rejoin, and so how long the processor has to drain and commit
@@ -475,6 +514,8 @@ func (c *config) validate() error {
 		return invalid("session and rebalance timeouts must be positive")
 	case c.drainTimeout <= 0 || c.drainTimeout >= c.rebalanceTimeout:
 		return invalid("WithDrainTimeout (%v) must be positive and shorter than the rebalance timeout (%v)", c.drainTimeout, c.rebalanceTimeout)
+	case c.groupProtocol != GroupProtocolClassic && c.groupProtocol != GroupProtocolConsumer:
+		return invalid("WithGroupProtocol: want %q or %q, got %q", GroupProtocolClassic, GroupProtocolConsumer, c.groupProtocol)
 	case c.ordering < OrderBySession || c.ordering > Unordered:
 		return invalid("WithOrdering: unknown mode %d", c.ordering)
 	case c.idleSession <= 0:

@@ -45,7 +45,7 @@ func (a *aloPipeline) promise(_ *kgo.Record, err error) {
 
 func (a *aloPipeline) run(ctx context.Context) error {
 	job := a.job
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(job.Brokers...),
 		kgo.ConsumerGroup(job.Group),
 		kgo.ConsumeTopics(job.Input),
@@ -56,7 +56,7 @@ func (a *aloPipeline) run(ctx context.Context) error {
 		// duplicate even without a crash.
 		kgo.BlockRebalanceOnPoll(),
 		kgo.DefaultProduceTopic(job.Output),
-	)
+	}, job.groupOpts()...)...)
 	if err != nil {
 		return err
 	}

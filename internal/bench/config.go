@@ -25,7 +25,11 @@ type Config struct {
 	// Count 2): one run of a fraction of a second is at the mercy of the
 	// machine and of where commit intervals fall, so comparisons quote the
 	// median of a mode's runs (see Summarize).
-	Count          int
+	Count int
+	// GroupProtocol is every mode's consumer group protocol: "" or
+	// "classic", or "consumer" (KIP-848; franz-go's ServerSideBalancer for
+	// the baselines).
+	GroupProtocol  string
 	Order          processor.Ordering // for ModeOnceflow
 	CommitInterval time.Duration
 	HandlerLatency Latency
@@ -111,6 +115,8 @@ func (c *Config) Validate() error {
 		return errors.New("-timeout must be positive")
 	case c.Rate < 0 || c.Stall < 0 || c.BaselineMessages < 0 || c.Workers < 0 || c.KillEvery < 0 || c.IdleSession < 0 || c.MinCommitInterval < 0 || c.MinCommitInterval > c.CommitInterval || c.MetadataBytes < 0 || c.HandlerCPU < 0:
 		return errors.New("-rate, -stall, -baseline-messages, -workers, -kill-every, -idle-session, -commit-metadata-bytes and -handler-cpu must not be negative")
+	case c.GroupProtocol != "" && c.GroupProtocol != "classic" && c.GroupProtocol != "consumer":
+		return errors.New("-group-protocol must be classic or consumer")
 	case c.KillEvery > 0 && c.Workers == 0:
 		return errors.New("-kill-every needs -workers")
 	}

@@ -44,17 +44,17 @@ func (g *gtsPipeline) promise(_ *kgo.Record, err error) {
 
 func (g *gtsPipeline) run(ctx context.Context) error {
 	job := g.job
-	s, err := kgo.NewGroupTransactSession(
+	s, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
 		kgo.SeedBrokers(job.Brokers...),
 		kgo.ConsumerGroup(job.Group),
 		kgo.ConsumeTopics(job.Input),
 		kgo.InstanceID(job.InstanceID),
-		kgo.TransactionalID(job.Group+"/"+job.InstanceID),
-		kgo.TransactionTimeout(10*time.Second),
+		kgo.TransactionalID(job.Group + "/" + job.InstanceID),
+		kgo.TransactionTimeout(10 * time.Second),
 		kgo.SessionTimeout(job.SessionTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DefaultProduceTopic(job.Output),
-	)
+	}, job.groupOpts()...)...)
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,7 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 		processor.WithOrdering(job.Mode.ordering()),
 		processor.WithCommitInterval(job.CommitInterval),
 		processor.WithSessionTimeout(job.SessionTimeout),
+		processor.WithGroupProtocol(job.protocol()),
 		processor.WithRebalanceTimeout(2 * job.SessionTimeout),
 		processor.WithDrainTimeout(min(5*time.Second, job.SessionTimeout/2)),
 		processor.WithRetryPolicy(processor.RetryPolicy{
@@ -135,4 +136,12 @@ func countInState(ctx context.Context, rec *kgo.Record, seq uint64) error {
 	}
 	st.Set(key, binary.BigEndian.AppendUint64(nil, n+1))
 	return nil
+}
+
+// protocol is j.GroupProtocol for onceflow modes.
+func (j Job) protocol() processor.GroupProtocol {
+	if j.GroupProtocol == "consumer" {
+		return processor.GroupProtocolConsumer
+	}
+	return processor.GroupProtocolClassic
 }

@@ -41,12 +41,22 @@ type Job struct {
 	// get killed, so a lost member is noticed soon even if it is not
 	// restarted.
 	SessionTimeout time.Duration `json:"session_timeout"`
+	// GroupProtocol is Config.GroupProtocol.
+	GroupProtocol string `json:"group_protocol,omitempty"`
 	// ClientLogLevel is processor.WithClientLogLevel of onceflow modes.
 	ClientLogLevel slog.Level `json:"client_log_level"`
 	// Metrics, when set, is where onceflow modes register their metrics
 	// (Runner.Metrics). Workers get none: their metrics stay in their
 	// processes.
 	Metrics prometheus.Registerer `json:"-"`
+}
+
+// groupOpts are the baselines' client options for j.GroupProtocol.
+func (j Job) groupOpts() []kgo.Opt {
+	if j.GroupProtocol == "consumer" {
+		return []kgo.Opt{kgo.ServerSideBalancer()}
+	}
+	return nil
 }
 
 // Counters are a pipeline's own counts, reported beside the verdict.

@@ -105,7 +105,7 @@ func (t *trial) setup(ctx context.Context, base string) error {
 		Group: env.Group(base), InstanceID: "i0", Messages: t.res.Messages,
 		Latency: cfg.HandlerLatency, CPURounds: t.cpuRounds, FaultRate: cfg.FaultRate, RetryInitial: cfg.RetryInitial,
 		CommitInterval: cfg.CommitInterval, IdleSession: cfg.IdleSession, MinCommitInterval: cfg.MinCommitInterval, MetadataBytes: cfg.MetadataBytes,
-		SessionTimeout: inProcessSessionTimeout, Metrics: t.r.Metrics, ClientLogLevel: t.r.ClientLogLevel,
+		SessionTimeout: inProcessSessionTimeout, GroupProtocol: cfg.GroupProtocol, Metrics: t.r.Metrics, ClientLogLevel: t.r.ClientLogLevel,
 	}
 	if cfg.Workers > 0 {
 		t.job.SessionTimeout = workerSessionTimeout

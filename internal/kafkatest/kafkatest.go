@@ -65,6 +65,29 @@ func FakeOpts(opts ...kfake.Opt) Option {
 	return func(c *config) { c.fakeOpts = append(c.fakeOpts, opts...) }
 }
 
+// EnvGroupProtocol names the environment variable that runs the tests'
+// processors under a group protocol: "classic" (unset: the default) or
+// "consumer" (KIP-848).
+const EnvGroupProtocol = "ONCEFLOW_GROUP_PROTOCOL"
+
+// GroupProtocol returns the group protocol the tests run under (see
+// EnvGroupProtocol); an unknown value panics, so that a typo cannot pass
+// as a run of the other protocol.
+// (A string: txn's own tests import this package.)
+func GroupProtocol() string {
+	switch p := os.Getenv(EnvGroupProtocol); p {
+	case "", "classic":
+		return "classic"
+	case "consumer":
+		return p
+	default:
+		panic(fmt.Sprintf("kafkatest: %s=%q: want classic or consumer", EnvGroupProtocol, p))
+	}
+}
+
+// Consumer848 reports whether the tests run under the consumer protocol.
+func Consumer848() bool { return GroupProtocol() == "consumer" }
+
 // Real reports whether tests run against real brokers.
 func Real() bool { return os.Getenv(EnvBrokers) != "" }
 
@@ -80,7 +103,15 @@ func New(t testing.TB, opts ...Option) *Cluster {
 		c.Mode = ModeReal
 		c.Brokers = strings.Split(env, ",")
 	} else {
-		fopts := []kfake.Opt{kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(100 * time.Millisecond)}
+		fopts := []kfake.Opt{kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(100 * time.Millisecond),
+			// KIP-848 groups take these from the broker, not the
+			// client: the tests' WithSessionTimeout(6s), and
+			// heartbeats fast enough for quick reassignments (as
+			// integration/kafka/broker.sh sets them).
+			kfake.BrokerConfigs(map[string]string{
+				"group.consumer.session.timeout.ms":    "6000",
+				"group.consumer.heartbeat.interval.ms": "250",
+			})}
 		c.Mode = ModeFake
 		if cfg.preKIP890 {
 			c.Mode = ModeFakeV39
@@ -91,6 +122,9 @@ func New(t testing.TB, opts ...Option) *Cluster {
 			t.Fatalf("kafkatest: starting embedded cluster: %v", err)
 		}
 		t.Cleanup(fake.Close)
+		if Consumer848() {
+			expireParkedStaticMembers(fake)
+		}
 		c.Fake = fake
 		c.Brokers = fake.ListenAddrs()
 	}
@@ -113,7 +147,28 @@ func EachMode(t *testing.T, fn func(t *testing.T, c *Cluster)) {
 		return
 	}
 	t.Run(string(ModeFake), func(t *testing.T) { fn(t, New(t)) })
+	if Consumer848() {
+		// Kafka 3.9 has no KIP-848: the processor refuses to start
+		// (TestGroupProtocolUnsupported).
+		return
+	}
 	t.Run(string(ModeFakeV39), func(t *testing.T) { fn(t, New(t, PreKIP890())) })
+}
+
+// expireParkedStaticMembers pins a kfake divergence. A static member that
+// stops sends a KIP-848 heartbeat with epoch -2 (a temporary leave); Kafka
+// keeps its partitions for the session timeout and then hands them on,
+// kfake keeps them forever. Tests expect them back (a stopped instance's
+// partitions go to the others), so on kfake the leave is made a full one
+// (epoch -1): they move at once instead of after the session timeout.
+func expireParkedStaticMembers(fake *kfake.Cluster) {
+	fake.ControlKey(int16(kmsg.ConsumerGroupHeartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		if hb := req.(*kmsg.ConsumerGroupHeartbeatRequest); hb.MemberEpoch == -2 {
+			hb.MemberEpoch = -1
+		}
+		return nil, nil, false
+	})
 }
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
