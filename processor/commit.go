@@ -119,7 +119,7 @@ func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 		l.rewindAll()
 		return nil
 	}
-	if h := l.cfg.hooks.afterEndTxn; h != nil {
+	if h := l.p.hooks.afterEndTxn; h != nil {
 		if err := h(l.pendingStateWrites()); err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ type commitPlan struct {
 // Changelog writes (state, dedupe marks, positions) are applied to the
 // local stores per transaction, so with them the loop waits.
 func (l *lifetime) canOverlap() bool {
-	return l.r.store == nil && l.r.marks == nil && !l.cfg.positionGuard && l.cfg.hooks.afterEndTxn == nil
+	return l.r.store == nil && l.r.marks == nil && !l.cfg.positionGuard && l.p.hooks.afterEndTxn == nil
 }
 
 // endTxn commits the offsets and ends the transaction. With overlap the

@@ -307,7 +307,7 @@ func (l *lifetime) partition(topic string, id int32) *partition {
 	p := l.newPartition(topic, id, info.offset, info.done, nil)
 	if p.state != nil {
 		var t changelog.Target = restoreTarget{p.state.store, p.state.p}
-		if h := l.cfg.hooks.restoreApply; h != nil {
+		if h := l.p.hooks.restoreApply; h != nil {
 			t = hookedTarget{t, func(n int) error { return h(id, n) }}
 		}
 		l.restores.start(p, "state", p.state.changelog, t)
