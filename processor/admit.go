@@ -93,14 +93,8 @@ func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, 
 	if err := l.txn.produce(it.outputs, it.dlq); err != nil {
 		return false, err
 	}
-	if len(it.writes) > 0 {
-		l.produceWrites(p, it.writes)
-	}
-	if it.claimed {
-		l.produceMark(p, it.eventID)
-	}
-	if it.dup {
-		l.txn.counts.dups++
+	for _, k := range p.keyspaces {
+		k.produce(l.txn, it, false)
 	}
 	return true, nil
 }
@@ -126,8 +120,8 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 			if err := l.txn.produce(nil, dlq); err != nil {
 				return err
 			}
-			if it.claimed {
-				l.produceMark(p, it.eventID) // dead-lettered: the event is accounted for
+			for _, k := range p.keyspaces {
+				k.produce(l.txn, it, true)
 			}
 		}
 	}

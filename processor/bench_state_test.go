@@ -70,7 +70,8 @@ func BenchmarkStateGetSet(b *testing.B) {
 	}
 	defer s.Close()
 	part := newPartition("in", 0, 1, 0, nil)
-	part.state = &partState{store: s, p: statestore.Partition{Topic: "in"}, over: make(map[string]stateWrite)}
+	ps := &partState{store: s, p: statestore.Partition{Topic: "in"}, over: make(map[string]stateWrite)}
+	part.keyspaces = []keyspacePart{ps}
 	keys := make([][]byte, 1000)
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "session-%04d/count", i)
@@ -92,17 +93,17 @@ func BenchmarkStateGetSet(b *testing.B) {
 		publishWrites(it)
 		if i%10_000 == 0 { // what a commit does: apply and drop the overlay
 			var ws []stateWrite
-			for _, w := range part.state.over {
+			for _, w := range ps.over {
 				ws = append(ws, w)
 			}
 			bt := s.NewBatch()
 			for _, w := range ws {
-				bt.Write(part.state.p, w.Write)
+				bt.Write(ps.p, w.Write)
 			}
 			if err := bt.Commit(); err != nil {
 				b.Fatal(err)
 			}
-			part.state.applied(ws)
+			ps.applied(ws)
 		}
 	}
 }

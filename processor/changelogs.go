@@ -12,12 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Local keyspaces mirrored to changelog topics: the state store and the
-// dedupe marks. Both take the same path (internal/changelog): writes are
-// produced to the partition's changelog inside the open transaction and
-// applied to the local store, with the changelog offset they reach as a
-// checkpoint, only after the transaction commits; a newly assigned
-// partition's records wait until every keyspace of it is restored.
+// The changelog topics of the keyspaces (keyspace.go): their names, their
+// creation and how their records are partitioned; and the loop's taking
+// of finished restores.
 
 // Changelog topic suffixes: "<group>-<input topic>-<suffix>".
 const (
@@ -177,36 +174,6 @@ func (p changelogPartitioner) ForTopic(t string) kgo.TopicPartitioner {
 	return p.dflt.ForTopic(t)
 }
 
-// committedParts returns the partitions with writes to the changelog
-// kind suffix in the committed transaction (has), calling add for each with
-// its changelog's topic ID and next offset: the checkpoint to write with
-// them.
-func (l *lifetime) committedParts(suffix string, has func(*partition) bool, add func(p *partition, topicID [16]byte, next int64)) ([]*partition, error) {
-	var touched []*partition
-	for _, p := range l.parts {
-		if !has(p) {
-			continue
-		}
-		topic := changelogName(l.cfg.group, p.topic, suffix)
-		next, ok := l.txn.changelogNext(tp{topic, p.id})
-		if !ok {
-			return nil, fmt.Errorf("processor: committed writes to %s/%d have no changelog offsets", topic, p.id)
-		}
-		add(p, l.r.changelogIDs[topic], next)
-		touched = append(touched, p)
-	}
-	return touched, nil
-}
-
-// applyCommitted applies a committed transaction's changelog writes to the
-// local stores.
-func (l *lifetime) applyCommitted() error {
-	if err := l.applyState(); err != nil {
-		return err
-	}
-	return l.applyMarks()
-}
-
 // takeRestored dispatches the records of partitions whose restores
 // finished. A result is matched to the partition by its gate: a rewind
 // replaces the partition but keeps waiting on the same gate; a revoke
@@ -217,12 +184,8 @@ func (l *lifetime) takeRestored() error {
 		case r := <-l.restores.results:
 			l.restores.finished(r)
 			if r.err == nil {
-				stat := &l.p.stats.restored
-				if r.kind == dedupeSuffix {
-					stat = &l.p.stats.marksRestored
-				}
-				stat.Add(int64(r.st.Records))
-				l.cfg.logger.Info(r.kind+" restored", "topic", r.p.topic, "partition", r.p.id, "records", r.st.Records,
+				r.spec.stat.Add(int64(r.st.Records))
+				l.cfg.logger.Info(r.spec.kind+" restored", "topic", r.p.topic, "partition", r.p.id, "records", r.st.Records,
 					"rebuilt", r.st.Rebuilt, "took", r.st.Took, "per_second", int(float64(r.st.Records)/max(r.st.Took.Seconds(), 1e-9)))
 			}
 			cur := l.parts[tp{r.p.topic, r.p.id}]
@@ -230,7 +193,7 @@ func (l *lifetime) takeRestored() error {
 				continue // revoked meanwhile: its canceled restore's error does not matter
 			}
 			if r.err != nil {
-				return fmt.Errorf("processor: restoring %s of %s/%d: %w", r.kind, r.p.topic, r.p.id, r.err)
+				return fmt.Errorf("processor: restoring %s of %s/%d: %w", r.spec.kind, r.p.topic, r.p.id, r.err)
 			}
 			if r.gate.pending--; !r.gate.open() {
 				continue

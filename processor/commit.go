@@ -39,8 +39,8 @@ func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 		base, done := p.commitPoint()
 		plans[k] = commitPlan{base, done, offsetmeta.Encode(base, done), p.doneSinceCommit}
 	}
-	if l.cfg.positionGuard {
-		l.producePositions(plans) // before the flush, which must cover them
+	for _, ks := range l.keyspaces {
+		ks.planned(l.txn, l.parts, plans) // before the flush, which must cover them
 	}
 	if err := l.s.Flush(fctx); err != nil {
 		return l.s.FlushFailed(ctx, err)
@@ -119,13 +119,15 @@ func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 		l.rewindAll()
 		return nil
 	}
-	if h := l.cfg.hooks.afterEndTxn; h != nil {
-		if err := h(l.pendingStateWrites()); err != nil {
+	if h := l.p.hooks.afterEndTxn; h != nil {
+		if err := h(pendingStateWrites(l.parts)); err != nil {
 			return err
 		}
 	}
-	if err := l.applyCommitted(); err != nil {
-		return err
+	for _, ks := range l.keyspaces {
+		if err := ks.apply(l.txn, l.parts); err != nil {
+			return err
+		}
 	}
 	for k := range sent {
 		p := l.parts[k]
@@ -150,10 +152,10 @@ type commitPlan struct {
 }
 
 // canOverlap reports whether the loop may go on while a transaction ends.
-// Changelog writes (state, dedupe marks, positions) are applied to the
-// local stores per transaction, so with them the loop waits.
+// Keyspaces' changelog writes are applied to the local stores per
+// transaction, so with any keyspace the loop waits.
 func (l *lifetime) canOverlap() bool {
-	return l.r.store == nil && l.r.marks == nil && !l.cfg.positionGuard && l.cfg.hooks.afterEndTxn == nil
+	return len(l.keyspaces) == 0 && l.p.hooks.afterEndTxn == nil
 }
 
 // endTxn commits the offsets and ends the transaction. With overlap the
@@ -204,7 +206,7 @@ func (l *lifetime) rewindAll() {
 	for k, p := range l.parts {
 		l.cfg.logger.Debug("rewind", "partition", k.partition, "to", p.committed, "done", p.committedDone, "next_was", p.next)
 		redo += int64(p.doneSinceCommit + len(p.held))
-		np := l.newPartition(p.topic, p.id, p.committed, p.committedDone, p)
+		np := l.rewound(p)
 		p.gen.Store(0)
 		l.parts[k] = np
 	}

@@ -2,10 +2,8 @@ package processor
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -73,7 +71,11 @@ func Once(ctx context.Context, fn func(ctx context.Context) error) (ran bool, er
 // with WithDedupe.
 func OnceNamed(ctx context.Context, effect string, fn func(ctx context.Context) error) (ran bool, err error) {
 	it := itemFrom(ctx)
-	if it == nil || it.part.dedupe == nil {
+	var d *partDedupe
+	if it != nil {
+		d = partOf[*partDedupe](it.part)
+	}
+	if d == nil {
 		return false, ErrNoDedupe
 	}
 	if len(effect) > MaxEffectNameLen {
@@ -82,7 +84,7 @@ func OnceNamed(ctx context.Context, effect string, fn func(ctx context.Context) 
 	if it.eventID == nil {
 		return true, fn(ctx)
 	}
-	return it.part.dedupe.tgt.store.Once(ctx, it.part.dedupe.tgt.effectKey(effect, it.eventID), fn)
+	return d.tgt.store.Once(ctx, d.tgt.effectKey(effect, it.eventID), fn)
 }
 
 // dedupeOptions returns the options the store is opened with: the
@@ -143,204 +145,4 @@ func (c *config) validateDedupe() error {
 			ErrInvalidOption, o.MaxIDLen, dedupeKeyOverhead, err)
 	}
 	return nil
-}
-
-// partDedupe is a partition's marks that are not yet in the store.
-type partDedupe struct {
-	tgt       *dedupeTarget // shared by the partition's states across rewinds
-	changelog string        // the partition's dedupe changelog topic
-
-	// Loop-owned.
-	pending map[string]struct{} // event IDs claimed by records not yet applied
-	txn     []markWrite         // marks in the open transaction
-}
-
-type markWrite struct {
-	id []byte
-	at time.Time
-}
-
-// screen decides, in offset order, what becomes of records about to be
-// dispatched: a record whose event ID is pending in the partition or marked
-// in the store is a duplicate, one whose ID is too long a dead letter;
-// both are done without their handler. The rest claim their ID.
-func (l *lifetime) screen(p *partition, its []*item) error {
-	d := p.dedupe
-	maxLen := l.p.dedupeOpts.MaxIDLen
-	var keys [][]byte
-	var ask []*item
-	for _, it := range its {
-		id := l.cfg.eventID(it.rec)
-		switch {
-		case len(id) == 0:
-			continue
-		case len(id) > maxLen:
-			err := fmt.Errorf("event ID is %d bytes, longer than the dedupe store's MaxIDLen %d", len(id), maxLen)
-			it.dlq = deadLetter(l.cfg.dlq, it, reasonEventIDTooLong, err, 0, time.Time{})
-			continue
-		}
-		it.eventID = id
-		if _, ok := d.pending[string(id)]; ok {
-			it.dup = true
-			continue
-		}
-		keys = append(keys, d.tgt.markKey(id))
-		ask = append(ask, it)
-	}
-	if len(ask) == 0 {
-		return nil
-	}
-	seen, err := d.tgt.store.SeenBatch(keys)
-	if err != nil {
-		return fmt.Errorf("processor: looking up event IDs of %s/%d: %w", p.topic, p.id, err)
-	}
-	for i, it := range ask {
-		_, pending := d.pending[string(it.eventID)] // claimed earlier in this batch
-		if seen[i] || pending {
-			it.dup = true
-			continue
-		}
-		d.pending[string(it.eventID)] = struct{}{}
-		it.claimed = true
-	}
-	return nil
-}
-
-// produceMark sends a record's mark to its partition's dedupe changelog
-// in the open transaction: key the event ID, value the mark time.
-func (l *lifetime) produceMark(p *partition, id []byte) {
-	at := l.p.dedupeOpts.Clock.Now()
-	l.txn.produceChangelog(p.dedupe.changelog, p.id, id, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())))
-	p.dedupe.txn = append(p.dedupe.txn, markWrite{id, at})
-}
-
-// applyMarks applies a committed transaction's marks to the store in one
-// batch, with each partition's changelog checkpoint, and releases their
-// IDs from the pending sets.
-func (l *lifetime) applyMarks() error {
-	if l.r.marks == nil {
-		return nil
-	}
-	var b dedupe.Batch
-	touched, err := l.committedParts(dedupeSuffix, func(p *partition) bool { return len(p.dedupe.txn) > 0 },
-		func(p *partition, topicID [16]byte, next int64) {
-			d := p.dedupe
-			for _, m := range d.txn {
-				b.Mark(d.tgt.markKey(m.id), m.at)
-			}
-			b.SetMeta(d.tgt.cpKey(), encodeCheckpoint(topicID, next, d.tgt.epoch, true))
-		})
-	if err != nil || len(touched) == 0 {
-		return err
-	}
-	if err := l.r.marks.Apply(&b); err != nil {
-		return fmt.Errorf("processor: applying committed event IDs: %w", err)
-	}
-	for _, p := range touched {
-		d := p.dedupe
-		for _, m := range d.txn {
-			delete(d.pending, string(m.id))
-		}
-		clear(d.txn)
-		d.txn = d.txn[:0]
-	}
-	return nil
-}
-
-// dedupeTarget is one input partition's marks in the shared store, and
-// its changelog target.
-//
-// Keys: processed marks are 'p' | ns | epoch | event ID, effect marks
-// 'e' | ns | uvarint(len(name)) | name | event ID, with ns the input topic
-// (length-prefixed) and partition. The partition's checkpoint, a metadata
-// value, holds the changelog topic ID and offset and the epoch. A restore
-// that must rebuild (no valid checkpoint) cannot delete the old marks one
-// by one, so it bumps the epoch instead: older marks become invisible and
-// expire with time. Effect marks have no epoch: they are local and survive
-// a rebuild.
-type dedupeTarget struct {
-	store     *dedupe.Store
-	topic     string
-	partition int32
-	maxID     int // the longest event ID accepted
-	// epoch and markPre (the prefix of markKey) are written by the
-	// restore (Checkpoint, Reset) and read by the loop only after the
-	// restore has reported back.
-	epoch   uint32
-	markPre []byte
-}
-
-func newDedupeTarget(s *dedupe.Store, topic string, partition int32, maxID int) *dedupeTarget {
-	t := &dedupeTarget{store: s, topic: topic, partition: partition, maxID: maxID}
-	t.setEpoch(0)
-	return t
-}
-
-func (t *dedupeTarget) setEpoch(e uint32) {
-	t.epoch = e
-	t.markPre = binary.BigEndian.AppendUint32(t.ns('p'), e)
-}
-
-func (t *dedupeTarget) ns(tag byte) []byte {
-	k := append(make([]byte, 0, 64), tag)
-	k = binary.AppendUvarint(k, uint64(len(t.topic)))
-	k = append(k, t.topic...)
-	return binary.BigEndian.AppendUint32(k, uint32(t.partition))
-}
-
-func (t *dedupeTarget) markKey(id []byte) []byte {
-	return append(t.markPre[:len(t.markPre):len(t.markPre)], id...)
-}
-
-func (t *dedupeTarget) effectKey(name string, id []byte) []byte {
-	k := binary.AppendUvarint(t.ns('e'), uint64(len(name)))
-	return append(append(k, name...), id...)
-}
-
-func (t *dedupeTarget) cpKey() []byte { return t.ns('c') }
-
-// encodeCheckpoint: topic ID (16 bytes), next offset (8), epoch (4),
-// whether the offset is valid (1).
-func encodeCheckpoint(topicID [16]byte, next int64, epoch uint32, ok bool) []byte {
-	v := binary.BigEndian.AppendUint64(topicID[:], uint64(next))
-	v = binary.BigEndian.AppendUint32(v, epoch)
-	if ok {
-		return append(v, 1)
-	}
-	return append(v, 0)
-}
-
-func (t *dedupeTarget) Checkpoint() ([16]byte, int64, bool, error) {
-	var id [16]byte
-	v, ok, err := t.store.Meta(t.cpKey())
-	if err != nil || !ok {
-		return id, 0, false, err
-	}
-	if len(v) != 29 {
-		return id, 0, false, fmt.Errorf("processor: dedupe checkpoint of %s/%d has %d bytes", t.topic, t.partition, len(v))
-	}
-	copy(id[:], v)
-	t.setEpoch(binary.BigEndian.Uint32(v[24:]))
-	return id, int64(binary.BigEndian.Uint64(v[16:])), v[28] == 1, nil
-}
-
-func (t *dedupeTarget) Reset() error {
-	t.setEpoch(t.epoch + 1)
-	var b dedupe.Batch
-	b.SetMeta(t.cpKey(), encodeCheckpoint([16]byte{}, 0, t.epoch, false))
-	return t.store.Apply(&b)
-}
-
-// Apply replays changelog marks at their own times; records that are not
-// marks (tombstones, foreign writes) are skipped.
-func (t *dedupeTarget) Apply(recs []*kgo.Record, topicID [16]byte, next int64) error {
-	var b dedupe.Batch
-	for _, r := range recs {
-		if len(r.Value) != 8 || len(r.Key) == 0 || len(r.Key) > t.maxID {
-			continue
-		}
-		b.Mark(t.markKey(r.Key), time.Unix(0, int64(binary.BigEndian.Uint64(r.Value))))
-	}
-	b.SetMeta(t.cpKey(), encodeCheckpoint(topicID, next, t.epoch, true))
-	return t.store.Apply(&b)
 }

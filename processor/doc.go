@@ -77,6 +77,8 @@ package processor
 // fetch -> partition.track -> lifetime.dispatchWindow -> dispatcher ->
 // worker (session.go: runTurn, attempt) -> completionQueue ->
 // lifetime.drain/tryAdmit -> transaction.produce -> lifetime.commit.
+// The partition's keyspaces (keyspace.go) see it at three of these
+// steps: screen before dispatch, produce at admission, apply after commit.
 //
 //	Processor          processor.go   options, counters, metrics; Run builds a run
 //	run                run.go         one Run call: workers, completion queue, local stores
@@ -93,6 +95,13 @@ package processor
 //	dispatcher         dispatch.go    sessions, the run queue and the worker pool
 //	                   session.go     one session's turn on a worker; retries
 //	completionQueue    completions.go finished items back to the loop
-//	partState          state.go, statesync.go    session state and its changelog
-//	partDedupe         dedupe.go      event-ID marks and their changelog
-//	                   positions.go   the position guard's log
+//	keyspace,          keyspace.go    a changelog-backed keyspace as the loop sees it: restore,
+//	keyspacePart                      screen, produce, plan, apply after commit, rewind; the
+//	                                  lifetime holds them as a list, a partition its parts
+//	stateKeyspace      statesync.go   session state: the store, apply, restore target
+//	partState          state.go       a partition's unapplied state, read by handlers
+//	dedupeKeyspace,    dedupesync.go  event-ID marks: screening, marks, apply
+//	partDedupe
+//	dedupeTarget       dedupetarget.go a partition's marks in the dedupe store; restore target
+//	positionLog        positions.go   the position guard's log
+//	testHooks          hooks.go       crash-test hooks, on the Processor, not in config

@@ -15,7 +15,7 @@ func SetLagRefreshInterval(d time.Duration) (restore func()) {
 // n state writes reach the store; an error from f ends Run with it, so a
 // test can crash the processor between EndTxn and the store batch.
 func WithAfterEndTxnHook(f func(n int) error) Opt {
-	return opt(func(c *config) { c.hooks.afterEndTxn = f })
+	return hooksOpt(func(h *testHooks) { h.afterEndTxn = f })
 }
 
 // WithRestoreApplyHook calls f after each batch of changelog records a
@@ -23,5 +23,5 @@ func WithAfterEndTxnHook(f func(n int) error) Opt {
 // fails the restore and ends Run, so a test can crash the processor
 // mid-restore, and a sleep in f makes a restore slow.
 func WithRestoreApplyHook(f func(partition int32, records int) error) Opt {
-	return opt(func(c *config) { c.hooks.restoreApply = f })
+	return hooksOpt(func(h *testHooks) { h.restoreApply = f })
 }

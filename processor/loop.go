@@ -11,9 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflow/onceflow/internal/changelog"
 	"github.com/onceflow/onceflow/internal/offsetmeta"
-	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/txn"
 )
 
@@ -35,6 +33,9 @@ type lifetime struct {
 	group *groupEvents      // news from the group callbacks
 	parts map[tp]*partition // the assigned partitions the loop has seen records of
 	comps []*item           // reused by drain
+	// keyspaces are the changelog-backed keyspaces every partition has a
+	// part of (keyspace.go); empty without any.
+	keyspaces []keyspace
 
 	sched     commitSchedule
 	saturated bool // work waited for room in the open transaction (see commitSchedule)
@@ -84,7 +85,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 			kgo.OnPartitionsRevoked(l.group.onRevoked),
 			kgo.OnPartitionsLost(l.group.onRevoked),
 			kgo.OnPartitionsCallbackBlocked(l.group.onRebalanceWanted),
-		), l.positionGuardOpts()...),
+		), l.keyspaceOpts()...),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
@@ -113,9 +114,19 @@ func (r *run) newLifetime(ctx context.Context) *lifetime {
 	l := &lifetime{p: r.p, r: r, cfg: r.cfg, parts: make(map[tp]*partition),
 		listedEnds: make(map[tp]int64)}
 	l.group = newGroupEvents(r.cfg.logger, r.comps.wakePoll)
+	l.keyspaces = newKeyspaces(l)
 	l.restores = newRestores(ctx, r.cfg)
 	l.produceCtx = context.WithoutCancel(ctx)
 	return l
+}
+
+// keyspaceOpts are the client options the keyspaces add.
+func (l *lifetime) keyspaceOpts() []kgo.Opt {
+	var opts []kgo.Opt
+	for _, ks := range l.keyspaces {
+		opts = append(opts, ks.clientOpts()...)
+	}
+	return opts
 }
 
 // connect gives the lifetime its client. The returned func ends the open
@@ -256,9 +267,10 @@ func (l *lifetime) intake(fs kgo.Fetches) error {
 // fewer than the per-partition bound are out ahead of its lowest unfinished
 // record. The window bounds the map of finished records in the commit
 // metadata; records beyond it wait in offset order, and all of them wait
-// while the partition restores. With WithDedupe, records are screened
-// first: duplicates and records with invalid event IDs are finished
-// without their handler, through the completion queue like the rest.
+// while the partition restores. The partition's keyspaces screen records
+// first: with WithDedupe, duplicates and records with invalid event IDs
+// are finished without their handler, through the completion queue like
+// the rest.
 func (l *lifetime) dispatchWindow(p *partition) error {
 	if !p.restore.open() {
 		return nil
@@ -269,8 +281,8 @@ func (l *lifetime) dispatchWindow(p *partition) error {
 		return nil
 	}
 	batch := p.undispatched[:n]
-	if p.dedupe != nil {
-		if err := l.screen(p, batch); err != nil {
+	for _, k := range p.keyspaces {
+		if err := k.screen(batch); err != nil {
 			return err
 		}
 	}
@@ -311,41 +323,42 @@ func (l *lifetime) partition(topic string, id int32) *partition {
 	if !ok {
 		info.offset = -1
 	}
-	p := l.newPartition(topic, id, info.offset, info.done, nil)
-	if p.state != nil {
-		var t changelog.Target = restoreTarget{p.state.store, p.state.p}
-		if h := l.cfg.hooks.restoreApply; h != nil {
-			t = hookedTarget{t, func(n int) error { return h(id, n) }}
+	p := l.newPartition(topic, id, info.offset, info.done)
+	for _, k := range p.keyspaces {
+		if spec, ok := k.restore(); ok {
+			l.restores.start(p, spec)
 		}
-		l.restores.start(p, "state", p.state.changelog, t)
-	}
-	if p.dedupe != nil {
-		l.restores.start(p, "dedupe", p.dedupe.changelog, p.dedupe.tgt)
 	}
 	l.parts[k] = p
 	return p
 }
 
 // newPartition starts a partition's state from its committed offset and
-// metadata. prev, when set, is the state a rewind replaces: what outlives
-// a rewind (a restore in progress, the dedupe target) is carried over.
-func (l *lifetime) newPartition(topic string, id int32, committed int64, done []offsetmeta.Range, prev *partition) *partition {
+// metadata, with its parts of the keyspaces.
+func (l *lifetime) newPartition(topic string, id int32, committed int64, done []offsetmeta.Range) *partition {
 	p := newPartition(topic, id, l.r.gen.Add(1), committed, done)
-	if l.r.store != nil {
-		p.state = &partState{store: l.r.store, p: statestore.Partition{Topic: topic, Partition: id},
-			changelog: changelogTopic(l.cfg.group, topic), over: make(map[string]stateWrite)}
-	}
-	if l.r.marks != nil {
-		tgt := newDedupeTarget(l.r.marks, topic, id, l.p.dedupeOpts.MaxIDLen)
-		if prev != nil {
-			tgt = prev.dedupe.tgt
+	for _, ks := range l.keyspaces {
+		if k := ks.part(p); k != nil {
+			p.keyspaces = append(p.keyspaces, k)
 		}
-		p.dedupe = &partDedupe{tgt: tgt, changelog: dedupeTopic(l.cfg.group, topic), pending: make(map[string]struct{})}
 	}
-	if prev != nil {
-		p.restore = prev.restore
-		p.paused, p.pauseLogged, p.hwm = prev.paused, prev.pauseLogged, prev.hwm
+	return p
+}
+
+// rewound is the state that replaces prev on a rewind, started again from
+// prev's last commit. What outlives a rewind is carried over: a restore in
+// progress, the fetch state, and the keyspaces' parts without the aborted
+// transaction's writes.
+func (l *lifetime) rewound(prev *partition) *partition {
+	p := newPartition(prev.topic, prev.id, l.r.gen.Add(1), prev.committed, prev.committedDone)
+	if len(prev.keyspaces) > 0 {
+		p.keyspaces = make([]keyspacePart, len(prev.keyspaces))
+		for i, k := range prev.keyspaces {
+			p.keyspaces[i] = k.rewound()
+		}
 	}
+	p.restore = prev.restore
+	p.paused, p.pauseLogged, p.hwm = prev.paused, prev.pauseLogged, prev.hwm
 	return p
 }
 

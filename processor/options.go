@@ -117,19 +117,6 @@ type config struct {
 	positionGuard      bool
 	registerer         prometheus.Registerer
 	tracerProvider     trace.TracerProvider
-	hooks              testHooks // set only by tests (export_test.go)
-}
-
-// testHooks let tests crash the processor at points no fault injection
-// reaches. Nil in production: each costs one nil check.
-type testHooks struct {
-	// afterEndTxn runs after a transaction committed and before its state
-	// writes (n of them) are applied to the store; an error ends Run.
-	afterEndTxn func(n int) error
-	// restoreApply runs after each batch a restore applied to the store
-	// of an input partition, with the batch's records; an error fails the
-	// restore (and Run).
-	restoreApply func(partition int32, records int) error
 }
 
 func defaults() config {

@@ -76,13 +76,12 @@ type partition struct {
 	metaBound       int // upper bound on the commit metadata's binary size
 	doneSinceCommit int
 	paused          bool
-	pauseLogged     time.Time    // last Info log of a pause or resume
-	hwm             int64        // high watermark last seen (-1: none), for the lag gauge
-	headSince       time.Time    // when pending[0] became the head
-	laneKey         []byte       // session key under OrderByPartition
-	state           *partState   // nil without a state store
-	dedupe          *partDedupe  // nil without WithDedupe
-	restore         *restoreGate // nil if nothing was ever restored
+	pauseLogged     time.Time      // last Info log of a pause or resume
+	hwm             int64          // high watermark last seen (-1: none), for the lag gauge
+	headSince       time.Time      // when pending[0] became the head
+	laneKey         []byte         // session key under OrderByPartition
+	keyspaces       []keyspacePart // its parts of the lifetime's keyspaces, in their order
+	restore         *restoreGate   // nil if nothing was ever restored
 }
 
 func newPartition(topic string, id int32, gen uint64, committed int64, done []offsetmeta.Range) *partition {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,6 +26,39 @@ import (
 // docs/reliability.md: Kafka 4.2.0 after a broker restart).
 
 const positionsSuffix = "positions"
+
+// positionLog is the position guard as a keyspace (see keyspace): it
+// keeps nothing per partition, writes the positions a commit plans, and
+// restores through the client, which reads the log as partitions are
+// assigned (adjustOffsets).
+type positionLog struct {
+	cfg         *config
+	group       *groupEvents
+	regressions *atomic.Int64 // Stats.PositionRegressions
+}
+
+func (g *positionLog) part(*partition) keyspacePart { return nil }
+
+// clientOpts has the client ask adjustOffsets where newly assigned
+// partitions resume.
+func (g *positionLog) clientOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.AdjustFetchOffsetsFn(g.adjustOffsets)}
+}
+
+// planned writes, in the open transaction, the position each partition
+// commits, where it moved since the last commit.
+func (g *positionLog) planned(t *transaction, parts map[tp]*partition, plans map[tp]commitPlan) {
+	for k, pl := range plans {
+		p := parts[k]
+		if pl.base < 0 || pl.base == p.committed && slices.Equal(pl.done, p.committedDone) {
+			continue
+		}
+		t.produceChangelog(positionsTopic(g.cfg.group, k.topic), k.partition, positionKey(k.partition), encodePosition(pl.base, pl.done))
+	}
+}
+
+// apply has nothing to do: the log is read back only at assignment.
+func (g *positionLog) apply(*transaction, map[tp]*partition) error { return nil }
 
 func positionsTopic(group, input string) string { return changelogName(group, input, positionsSuffix) }
 
@@ -73,47 +107,35 @@ func positionKey(partition int32) []byte {
 	return binary.BigEndian.AppendUint32(nil, uint32(partition))
 }
 
-// producePositions writes, in the open transaction, the position each
-// partition commits, where it moved since the last commit.
-func (l *lifetime) producePositions(plans map[tp]commitPlan) {
-	for k, pl := range plans {
-		p := l.parts[k]
-		if pl.base < 0 || pl.base == p.committed && slices.Equal(pl.done, p.committedDone) {
-			continue
-		}
-		l.txn.produceChangelog(positionsTopic(l.cfg.group, k.topic), k.partition, positionKey(k.partition), encodePosition(pl.base, pl.done))
-	}
-}
-
 // adjustOffsets runs after the group served the committed offsets of newly
 // assigned partitions (onOffsetsFetched has recorded them) and before
 // fetching starts: where the position log is ahead of the offset the group
 // served, or the group has none, fetching starts at the logged position
 // instead (see takePosition).
-func (l *lifetime) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+func (g *positionLog) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	for topic, parts := range offsets {
 		ids := make([]int32, 0, len(parts))
 		for p := range parts {
 			ids = append(ids, p)
 		}
-		name := positionsTopic(l.cfg.group, topic)
+		name := positionsTopic(g.cfg.group, topic)
 		start := time.Now()
-		last, err := changelog.Last(ctx, l.cfg.brokers, l.cfg.clientOpts(), name, ids)
+		last, err := changelog.Last(ctx, g.cfg.brokers, g.cfg.clientOpts(), name, ids)
 		if err != nil {
-			l.cfg.logger.Warn("cannot read the position log; rejoining the group to try again", "topic", name, "err", err)
+			g.cfg.logger.Warn("cannot read the position log; rejoining the group to try again", "topic", name, "err", err)
 			return nil, err
 		}
-		l.cfg.logger.Info("position log read", "topic", name, "partitions", len(ids), "took", time.Since(start))
+		g.cfg.logger.Info("position log read", "topic", name, "partitions", len(ids), "took", time.Since(start))
 		for id, r := range last {
 			if r == nil {
 				continue
 			}
 			base, done, err := decodePosition(r.Value)
 			if err != nil {
-				l.group.fail(fmt.Errorf("position log %s/%d at offset %d: %w", name, id, r.Offset, err))
+				g.group.fail(fmt.Errorf("position log %s/%d at offset %d: %w", name, id, r.Offset, err))
 				continue
 			}
-			if l.takePosition(tp{topic, id}, base, done) {
+			if g.takePosition(tp{topic, id}, base, done) {
 				parts[id] = kgo.NewOffset().At(base).WithEpoch(-1)
 			}
 		}
@@ -125,8 +147,8 @@ func (l *lifetime) adjustOffsets(ctx context.Context, offsets map[string]map[int
 // position rather than from what the group served, and records it: the
 // later offset wins, and the finished ranges of both are merged (each was
 // committed, so each record in them is done).
-func (l *lifetime) takePosition(k tp, base int64, done []offsetmeta.Range) bool {
-	taken := l.group.update(k, func(served committedInfo, ok bool) (committedInfo, bool) {
+func (g *positionLog) takePosition(k tp, base int64, done []offsetmeta.Range) bool {
+	taken := g.group.update(k, func(served committedInfo, ok bool) (committedInfo, bool) {
 		if !ok {
 			served.offset = -1
 		}
@@ -137,7 +159,7 @@ func (l *lifetime) takePosition(k tp, base int64, done []offsetmeta.Range) bool 
 		if served.offset == base && slices.Equal(merged, served.done) {
 			return served, false
 		}
-		log := l.cfg.logger.With("topic", k.topic, "partition", k.partition, "served", served.offset, "served_done", served.done,
+		log := g.cfg.logger.With("topic", k.topic, "partition", k.partition, "served", served.offset, "served_done", served.done,
 			"logged", base, "logged_done", done)
 		if served.offset < 0 {
 			log.Warn("the group has no committed offset but the position log has one; resuming from the log")
@@ -147,7 +169,7 @@ func (l *lifetime) takePosition(k tp, base int64, done []offsetmeta.Range) bool 
 		return committedInfo{offset: base, done: merged}, true
 	})
 	if taken {
-		l.p.stats.positionRegressions.Add(1)
+		g.regressions.Add(1)
 	}
 	return taken
 }
@@ -170,12 +192,4 @@ func mergeRanges(a, b []offsetmeta.Range, from int64) []offsetmeta.Range {
 		out = append(out, r)
 	}
 	return out
-}
-
-// positionGuardOpts are the client options the guard adds.
-func (l *lifetime) positionGuardOpts() []kgo.Opt {
-	if !l.cfg.positionGuard {
-		return nil
-	}
-	return []kgo.Opt{kgo.AdjustFetchOffsetsFn(l.adjustOffsets)}
 }

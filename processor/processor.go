@@ -28,6 +28,7 @@ type Processor struct {
 	metrics    *metrics       // nil without WithMetrics
 	tracer     trace.Tracer   // nil without WithTracerProvider
 	dedupeOpts dedupe.Options // with defaults, when WithDedupe
+	hooks      testHooks      // set only by tests (hooks.go)
 }
 
 // New validates the options and builds a Processor. Nothing is contacted
@@ -42,7 +43,7 @@ func New(opts ...Opt) (*Processor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Processor{cfg: cfg}
+	p := &Processor{cfg: cfg, hooks: hooksOf(opts)}
 	if cfg.dedupeSet {
 		p.dedupeOpts = cfg.dedupeOptions()
 	}

@@ -28,8 +28,8 @@ type restoreResult struct {
 	p    *partition
 	gate *restoreGate
 	run  *restoreRun
-	key  tp     // the changelog partition
-	kind string // "state" or "dedupe", for logs and stats
+	key  tp // the changelog partition
+	spec restoreSpec
 	st   changelog.Stats
 	err  error
 }
@@ -60,13 +60,13 @@ func (rs *restores) close() {
 // start brings one keyspace of a newly assigned partition up to its
 // changelog's committed end in the background; the partition's records
 // wait until all its restores are done.
-func (rs *restores) start(p *partition, kind, topic string, t changelog.Target) {
+func (rs *restores) start(p *partition, spec restoreSpec) {
 	if p.restore == nil {
 		p.restore = &restoreGate{}
 	}
 	gate := p.restore
 	gate.pending++
-	k := tp{topic, p.id}
+	k := tp{spec.topic, p.id}
 	prev := rs.runs[k]
 	ctx, cancel := context.WithCancel(rs.ctx)
 	run := &restoreRun{input: tp{p.topic, p.id}, cancel: cancel, done: make(chan struct{})}
@@ -81,12 +81,12 @@ func (rs *restores) start(p *partition, kind, topic string, t changelog.Target) 
 			<-prev.done
 		}
 		if err == nil {
-			st, err = changelog.Restore(ctx, rs.cfg.brokers, rs.cfg.clientOpts(), topic, p.id, t, rs.cfg.logger)
+			st, err = changelog.Restore(ctx, rs.cfg.brokers, rs.cfg.clientOpts(), spec.topic, p.id, spec.target, rs.cfg.logger)
 		}
 		cancel()
 		close(run.done)
 		select {
-		case rs.results <- restoreResult{p, gate, run, k, kind, st, err}:
+		case rs.results <- restoreResult{p, gate, run, k, spec, st, err}:
 		case <-rs.ctx.Done():
 		}
 	}()

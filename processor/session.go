@@ -98,7 +98,7 @@ func (d *dispatcher) attempt(w *worker, it *item) (time.Duration, bool) {
 	if it.span != nil {
 		ctx = trace.ContextWithSpan(ctx, it.span)
 	}
-	if it.part.state != nil || it.part.dedupe != nil {
+	if len(it.part.keyspaces) > 0 { // State and Once find their keyspace through it
 		ctx = context.WithValue(ctx, itemKey{}, it)
 	}
 	err := cfg.handler(ctx, it.rec, it)

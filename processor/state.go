@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/onceflow/onceflow/internal/changelog"
 	"github.com/onceflow/onceflow/statestore"
 )
 
@@ -42,7 +43,7 @@ func itemFrom(ctx context.Context) *item {
 // if the processor has no state store.
 func StateFrom(ctx context.Context) State {
 	it := itemFrom(ctx)
-	if it == nil || it.part.state == nil {
+	if it == nil || partOf[*partState](it.part) == nil {
 		return nil
 	}
 	return it
@@ -55,8 +56,11 @@ type stateWrite struct {
 	seq uint64
 }
 
-// partState is a partition's state that is not yet in the store.
+// partState is a partition's part of the state keyspace (statesync.go):
+// its state that is not yet in the store. Handlers read it (under mu),
+// through the records they run for.
 type partState struct {
+	ks        *stateKeyspace
 	store     *statestore.Store
 	p         statestore.Partition
 	changelog string // the partition's changelog topic
@@ -75,7 +79,7 @@ func (it *item) Get(key []byte) ([]byte, bool, error) {
 			return w.Value, !w.Delete, nil
 		}
 	}
-	ps := it.part.state
+	ps := partOf[*partState](it.part)
 	ps.mu.Lock()
 	w, ok := ps.over[string(key)]
 	ps.mu.Unlock()
@@ -94,14 +98,14 @@ func (it *item) Delete(key []byte) {
 }
 
 func (it *item) Scan(prefix []byte, fn func(key, value []byte) bool) error {
+	ps := partOf[*partState](it.part)
 	merged := make(map[string]stateWrite)
-	if err := it.part.state.store.Scan(it.part.state.p, prefix, func(k, v []byte) bool {
+	if err := ps.store.Scan(ps.p, prefix, func(k, v []byte) bool {
 		merged[string(k)] = stateWrite{Write: statestore.Write{Key: bytes.Clone(k), Value: bytes.Clone(v)}}
 		return true
 	}); err != nil {
 		return err
 	}
-	ps := it.part.state
 	ps.mu.Lock()
 	for k, w := range ps.over {
 		if bytes.HasPrefix(w.Key, prefix) {
@@ -132,8 +136,11 @@ func (it *item) Scan(prefix []byte, fn func(key, value []byte) bool) error {
 // publishWrites makes a finished record's writes visible to the records
 // after it, before the loop learns it finished.
 func publishWrites(it *item) {
-	ps := it.part.state
-	if ps == nil || len(it.writes) == 0 {
+	if len(it.writes) == 0 {
+		return
+	}
+	ps := partOf[*partState](it.part)
+	if ps == nil {
 		return
 	}
 	ps.mu.Lock()
@@ -158,4 +165,49 @@ func (ps *partState) applied(ws []stateWrite) {
 			delete(ps.over, string(w.Key))
 		}
 	}
+}
+
+// markStuck flags a stuck record so that its late writes, if its handler
+// ever returns, are never published.
+func markStuck(it *item) {
+	if ps := partOf[*partState](it.part); ps != nil {
+		ps.mu.Lock()
+		defer ps.mu.Unlock()
+	}
+	it.stuck.Store(true)
+}
+
+func (ps *partState) restore() (restoreSpec, bool) {
+	var t changelog.Target = restoreTarget{ps.store, ps.p}
+	if h := ps.ks.restoreHook; h != nil {
+		id := ps.p.Partition
+		t = hookedTarget{t, func(n int) error { return h(id, n) }}
+	}
+	return restoreSpec{kind: "state", topic: ps.changelog, target: t, stat: ps.ks.restored}, true
+}
+
+func (ps *partState) screen([]*item) error { return nil }
+
+// produce sends a record's state writes to its partition's changelog in
+// the open transaction and queues them for the store. A stuck record's
+// writes never count (markStuck).
+func (ps *partState) produce(t *transaction, it *item, stuck bool) {
+	if stuck || len(it.writes) == 0 {
+		return
+	}
+	for _, w := range it.writes {
+		var v []byte // nil: a tombstone, compaction drops the key
+		if !w.Delete {
+			v = w.Value
+		}
+		t.produceChangelog(ps.changelog, ps.p.Partition, w.Key, v)
+	}
+	ps.txn = append(ps.txn, it.writes...)
+}
+
+// rewound starts over from the store: the overlay and the transaction's
+// writes are dropped with this part, whose stale records may still read
+// it.
+func (ps *partState) rewound() keyspacePart {
+	return ps.ks.newPart(ps.p.Topic, ps.p.Partition)
 }

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -9,66 +10,72 @@ import (
 	"github.com/onceflow/onceflow/statestore"
 )
 
-// produceWrites sends a record's state writes to its partition's changelog
-// in the open transaction and queues them for the store.
-func (l *lifetime) produceWrites(p *partition, ws []stateWrite) {
-	for _, w := range ws {
-		var v []byte // nil: a tombstone, compaction drops the key
-		if !w.Delete {
-			v = w.Value
-		}
-		l.txn.produceChangelog(p.state.changelog, p.id, w.Key, v)
-	}
-	p.state.txn = append(p.state.txn, ws...)
+// stateKeyspace is session state as a keyspace (see keyspace): the state
+// store, mirrored to one changelog per input topic. Its parts are
+// partStates (state.go).
+type stateKeyspace struct {
+	store       *statestore.Store
+	group       string
+	ids         map[string][16]byte // changelog topic IDs, for checkpoints
+	restored    *atomic.Int64       // Stats.StateRestored
+	restoreHook func(partition int32, records int) error
 }
 
-// applyState applies a committed transaction's writes to the store in one
+func (k *stateKeyspace) part(p *partition) keyspacePart { return k.newPart(p.topic, p.id) }
+
+func (k *stateKeyspace) newPart(topic string, id int32) *partState {
+	return &partState{ks: k, store: k.store, p: statestore.Partition{Topic: topic, Partition: id},
+		changelog: changelogTopic(k.group, topic), over: make(map[string]stateWrite)}
+}
+
+func (k *stateKeyspace) clientOpts() []kgo.Opt { return nil }
+
+func (k *stateKeyspace) planned(*transaction, map[tp]*partition, map[tp]commitPlan) {}
+
+// apply applies a committed transaction's writes to the store in one
 // batch, with each partition's changelog checkpoint. A crash before this
 // leaves the store behind, never ahead; restore catches it up.
-func (l *lifetime) applyState() error {
-	if l.r.store == nil {
-		return nil
+func (k *stateKeyspace) apply(t *transaction, parts map[tp]*partition) error {
+	b := k.store.NewBatch()
+	var touched []*partState
+	for _, p := range parts {
+		ps := partOf[*partState](p)
+		if ps == nil || len(ps.txn) == 0 {
+			continue
+		}
+		topicID, next, err := committedCheckpoint(t, k.ids, ps.changelog, p.id)
+		if err != nil {
+			return err
+		}
+		for _, w := range ps.txn {
+			b.Write(ps.p, w.Write)
+		}
+		b.SetCheckpoint(ps.p, statestore.Checkpoint{TopicID: topicID, Next: next})
+		touched = append(touched, ps)
 	}
-	b := l.r.store.NewBatch()
-	touched, err := l.committedParts(stateSuffix, func(p *partition) bool { return len(p.state.txn) > 0 },
-		func(p *partition, topicID [16]byte, next int64) {
-			for _, w := range p.state.txn {
-				b.Write(p.state.p, w.Write)
-			}
-			b.SetCheckpoint(p.state.p, statestore.Checkpoint{TopicID: topicID, Next: next})
-		})
-	if err != nil || len(touched) == 0 {
-		return err
+	if len(touched) == 0 {
+		return nil
 	}
 	if err := b.Commit(); err != nil {
 		return fmt.Errorf("processor: applying committed state: %w", err)
 	}
-	for _, p := range touched {
-		p.state.applied(p.state.txn)
-		p.state.txn = p.state.txn[:0]
+	for _, ps := range touched {
+		ps.applied(ps.txn)
+		ps.txn = ps.txn[:0]
 	}
 	return nil
 }
 
-// pendingStateWrites counts the writes applyState is about to apply.
-func (l *lifetime) pendingStateWrites() int {
+// pendingStateWrites counts the writes the state keyspace is about to
+// apply (for the afterEndTxn test hook).
+func pendingStateWrites(parts map[tp]*partition) int {
 	n := 0
-	for _, p := range l.parts {
-		if p.state != nil {
-			n += len(p.state.txn)
+	for _, p := range parts {
+		if ps := partOf[*partState](p); ps != nil {
+			n += len(ps.txn)
 		}
 	}
 	return n
-}
-
-// markStuck flags a stuck record so that its late writes, if its handler
-// ever returns, are never published.
-func markStuck(it *item) {
-	if ps := it.part.state; ps != nil {
-		ps.mu.Lock()
-		defer ps.mu.Unlock()
-	}
-	it.stuck.Store(true)
 }
 
 // restoreTarget is one partition of the store as a changelog target.

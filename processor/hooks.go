@@ -1,0 +1,33 @@
+package processor
+
+// testHooks let tests crash the processor at points no fault injection
+// reaches. They are not configuration: tests pass them to New as hook
+// options (hooksOpt, made in export_test.go), New keeps them on the
+// Processor, apart from config, and the loop reads them from there. Each
+// Processor has its own, so tests running in parallel do not share them.
+// Zero in production: each costs one nil check.
+type testHooks struct {
+	// afterEndTxn runs after a transaction committed and before its state
+	// writes (n of them) are applied to the store; an error ends Run.
+	afterEndTxn func(n int) error
+	// restoreApply runs after each batch a restore applied to the store
+	// of an input partition, with the batch's records; an error fails the
+	// restore (and Run).
+	restoreApply func(partition int32, records int) error
+}
+
+// hooksOpt is an Opt that sets test hooks rather than configuration.
+type hooksOpt func(*testHooks)
+
+func (hooksOpt) apply(*config) {}
+
+// hooksOf collects the test hooks that opts set.
+func hooksOf(opts []Opt) testHooks {
+	var h testHooks
+	for _, o := range opts {
+		if ho, ok := o.(hooksOpt); ok {
+			ho(&h)
+		}
+	}
+	return h
+}
