@@ -71,11 +71,20 @@ fmt-check:
 	fi; \
 	echo "==> gofmt: ok"
 
+# The guarantee tests (the processor's and the reliability suite) run once
+# per group protocol: classic with everything else, then KIP-848's consumer
+# protocol (ONCEFLOW_GROUP_PROTOCOL=consumer, read by internal/kafkatest).
+PROTOCOL_PKGS := ./processor/ ./integration/...
+
 embedded-pass:
 	@t0=$$(date +%s); \
 	echo "==> embedded pass: go test -race -count=1 ./... (kfake, KAFKA_BROKERS unset)"; \
 	env -u KAFKA_BROKERS $(GO) test -race -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) ./...; \
-	echo "==> embedded pass: ok in $$(( $$(date +%s) - t0 ))s"
+	echo "==> embedded pass: ok in $$(( $$(date +%s) - t0 ))s"; \
+	t1=$$(date +%s); \
+	echo "==> embedded pass, consumer protocol: ONCEFLOW_GROUP_PROTOCOL=consumer go test -race -count=1 $(PROTOCOL_PKGS)"; \
+	env -u KAFKA_BROKERS ONCEFLOW_GROUP_PROTOCOL=consumer $(GO) test -race -count=1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) $(PROTOCOL_PKGS); \
+	echo "==> embedded pass, consumer protocol: ok in $$(( $$(date +%s) - t1 ))s"
 
 kafka-packages:
 	@$(KAFKA_PKGS_CMD)
@@ -104,6 +113,9 @@ kafka-packages:
 #     and the one that showed finding 3 (docs/reliability.md). Skipped when
 #     GOTESTFLAGS has -run (a developer picking tests; run it with
 #     KAFKA_NODES=1 make test-real GOTESTFLAGS='-run TestBrokerRestart').
+#     The cluster pass then runs the guarantee tests again under KIP-848's
+#     consumer protocol (PASS_848_PKGS: the processor's tests and the
+#     reliability suite, ONCEFLOW_GROUP_PROTOCOL=consumer).
 # KAFKA_NODES=1 runs the whole suite in one single-node pass, as before.
 REAL_MODE ?= required
 SINGLE_PORT := $(shell echo $$(( $(KAFKA_PORT) + 2 * $(KAFKA_NODES) )))
@@ -120,7 +132,8 @@ real-pass:
 	fi; \
 	t0=$$(date +%s); \
 	$(MAKE) --no-print-directory broker-pass REQUIRED=$$required PASS_NODES=$(KAFKA_NODES) \
-		PASS_PORT=$(KAFKA_PORT) PASS_STATE_DIR="$(KAFKA_STATE_DIR)" PASS_PKGS="$$(echo $$pkgs)" PASS_RUN=; \
+		PASS_PORT=$(KAFKA_PORT) PASS_STATE_DIR="$(KAFKA_STATE_DIR)" PASS_PKGS="$$(echo $$pkgs)" PASS_RUN= \
+		PASS_848_PKGS="$(MODULE)/processor $(MODULE)/integration"; \
 	if [ "$(KAFKA_NODES)" = 1 ]; then exit 0; fi; \
 	case " $(GOTESTFLAGS) " in \
 		*" -run "*|*" -run="*|*" --run"*|*" -test.run"*) \
@@ -175,6 +188,17 @@ broker-pass:
 		echo "==> $$what pass: ok in $$(( $$(date +%s) - t1 ))s"; \
 	else \
 		echo "==> $$what pass: FAILED (exit $$rc) after $$(( $$(date +%s) - t1 ))s"; \
+	fi; \
+	if [ $$rc = 0 ] && [ -n "$(PASS_848_PKGS)" ]; then \
+		t2=$$(date +%s); \
+		echo "==> $$what pass, consumer protocol: ONCEFLOW_GROUP_PROTOCOL=consumer go test -race -count=1 -p 1 $(PASS_848_PKGS)"; \
+		KAFKA_BROKERS="$$addr" KAFKA_BROKER_SCRIPT="$(BROKER)" ONCEFLOW_REQUIRE_NODE_FAULTS="$$require" ONCEFLOW_GROUP_PROTOCOL=consumer \
+			$(GO) test -race -count=1 -p 1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) "$${run[@]}" $(PASS_848_PKGS) || rc=$$?; \
+		if [ $$rc = 0 ]; then \
+			echo "==> $$what pass, consumer protocol: ok in $$(( $$(date +%s) - t2 ))s"; \
+		else \
+			echo "==> $$what pass, consumer protocol: FAILED (exit $$rc) after $$(( $$(date +%s) - t2 ))s"; \
+		fi; \
 	fi; \
 	exit $$rc
 

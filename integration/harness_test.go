@@ -108,9 +108,10 @@ func newEnv(t *testing.T, cfg config) *env {
 	e.out = e.c.CreateTopic(t, "out", cfg.partitions, nil)
 	e.dlq = e.c.CreateTopic(t, "dlq", 2, nil)
 	e.group = kafkatest.Name(t, "app")
+	w := cfg.worker
+	e.c.ConsumerGroupTimeouts(t, e.group, w.sessionTimeout, min(w.sessionTimeout/3, time.Second))
 	t.Logf("cluster %s %v; seed %d; group %s", e.c.Mode, e.c.Brokers, e.seed, e.group)
 
-	w := cfg.worker
 	args := []string{
 		"-brokers", strings.Join(e.c.Brokers, ","),
 		"-group", e.group,
@@ -125,6 +126,7 @@ func newEnv(t *testing.T, cfg config) *env {
 		"-log-level", *wLevel,
 		"-kgo-log-level", *kgoLevel,
 		"-max-kafka-version", *wMaxVer,
+		"-group-protocol", kafkatest.GroupProtocol(),
 	}
 	if w.stateful {
 		args = append(args, "-state-dir", t.TempDir())

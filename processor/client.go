@@ -32,6 +32,8 @@ type txnClient interface {
 	// FlushFailed and CheckFenced classify errors seen outside Commit.
 	FlushFailed(ctx context.Context, err error) *txn.Error
 	CheckFenced(ctx context.Context, op string, err error) *txn.Error
+	// CheckReplaced judges UNRELEASED_INSTANCE_ID (KIP-848).
+	CheckReplaced(ctx context.Context, op string, err error, ours []string) *txn.Error
 }
 
 // sessionClient is a txn.Session as the loop's client.

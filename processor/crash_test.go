@@ -63,6 +63,12 @@ func TestCrashMidTransaction(t *testing.T) {
 // TestZombieSameInstance: instance A stalls inside its handler; B starts with
 // the same instance ID and takes over. When A wakes, nothing it produces
 // becomes visible and Run returns ErrFenced.
+//
+// Under the consumer protocol (KIP-848) a live member keeps its instance ID:
+// B waits until A's session expires, so A is also cut off from the cluster
+// (a network partition, or a process paused) past its session timeout. When
+// it heals, the group refuses its rejoin (UNRELEASED_INSTANCE_ID) and A
+// must stop rather than wait for the ID.
 func TestZombieSameInstance(t *testing.T) {
 	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
 		pl := newPipeline(t, c, 2, 2000, 50)
@@ -76,9 +82,13 @@ func TestZombieSameInstance(t *testing.T) {
 			}
 			return copyHandler(ctx, r, out)
 		}
-		a := start(t, pl.opts("i1", stall)...)
+		var cut kafkatest.Cutter
+		a := start(t, append(pl.opts("i1", stall), processor.WithKgoOpts(cut.Opt()))...)
 		require.Eventually(t, func() bool { return stalled.Load() > 0 }, 30*time.Second, 10*time.Millisecond)
 		time.Sleep(300 * time.Millisecond) // let A commit what it finished
+		if kafkatest.Consumer848() {
+			cut.CutFor(6*time.Second + 3*time.Second) // past newPipeline's session timeout
+		}
 
 		b := start(t, pl.opts("i1", copyHandler)...)
 		rep := pl.waitDone(t, 60*time.Second)

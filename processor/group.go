@@ -26,6 +26,7 @@ type groupEvents struct {
 	// rebalanceWanted: a rebalance waits for the loop to commit (see
 	// txn.Session.Poll).
 	rebalanceWanted atomic.Bool
+	members         *memberIDs // the member IDs partitions were assigned under (run.members)
 
 	mu         sync.Mutex
 	assigned   map[tp]committedInfo // the committed position of each assigned partition
@@ -136,7 +137,11 @@ func (l *lifetime) checkGroupProtocol(ctx context.Context, s *txn.Session) error
 // partitions. Corrupt onceflow metadata stops the processor; foreign
 // metadata (another tool's, or franz-go's default member ID) is taken to
 // mean nothing above the committed offset is done, and logged.
-func (g *groupEvents) onOffsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+func (g *groupEvents) onOffsetsFetched(_ context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	if g.members != nil {
+		member, _ := cl.GroupMetadata()
+		g.members.add(member)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.rebalanced = true

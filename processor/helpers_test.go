@@ -28,12 +28,14 @@ type pipeline struct {
 }
 
 func newPipeline(t *testing.T, c *kafkatest.Cluster, partitions int32, inputs, sessions int) *pipeline {
+	group := kafkatest.Name(t, "app")
+	c.ConsumerGroupTimeouts(t, group, 6*time.Second, 500*time.Millisecond) // opts' WithSessionTimeout
 	return &pipeline{
 		c:        c,
 		in:       c.CreateTopic(t, "in", partitions, nil),
 		out:      c.CreateTopic(t, "out", partitions, nil),
 		dlq:      c.CreateTopic(t, "dlq", 1, nil),
-		group:    kafkatest.Name(t, "app"),
+		group:    group,
 		inputs:   inputs,
 		sessions: sessions,
 	}

@@ -114,6 +114,7 @@ func (r *run) newLifetime(ctx context.Context) *lifetime {
 	l := &lifetime{p: r.p, r: r, cfg: r.cfg, parts: make(map[tp]*partition),
 		listedEnds: make(map[tp]int64)}
 	l.group = newGroupEvents(r.cfg.logger, r.comps.wakePoll)
+	l.group.members = &r.members
 	l.keyspaces = newKeyspaces(l)
 	l.restores = newRestores(ctx, r.cfg)
 	l.produceCtx = context.WithoutCancel(ctx)
@@ -226,6 +227,12 @@ func (l *lifetime) poll(ctx context.Context) error {
 			fatal = &txn.Error{Class: txn.ClassReset, Op: "poll", Err: err}
 		case errors.Is(err, kerr.FencedInstanceID):
 			fatal = l.s.CheckFenced(ctx, "poll", err)
+		case errors.Is(err, kerr.UnreleasedInstanceID):
+			if e := l.s.CheckReplaced(ctx, "poll", err, l.r.members.list()); e != nil {
+				fatal = e
+				return
+			}
+			l.cfg.logger.Warn("waiting for the group to release this instance ID (a stopped predecessor's session must expire first)", "err", err)
 		default:
 			l.cfg.logger.Warn("fetch error", "topic", topic, "partition", partition, "err", err)
 		}

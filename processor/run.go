@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/onceflow/onceflow/dedupe"
@@ -19,6 +21,9 @@ type run struct {
 	d     *dispatcher
 	comps *completionQueue
 	gen   atomic.Uint64 // source of partition generations
+	// members are the group member IDs this Run's clients were assigned
+	// partitions under; see txn.Session.CheckReplaced.
+	members memberIDs
 
 	store        *statestore.Store   // nil without WithStateStore
 	marks        *dedupe.Store       // nil without WithDedupe
@@ -60,4 +65,24 @@ func (r *run) close() {
 	if r.marks != nil {
 		r.marks.Close()
 	}
+}
+
+// memberIDs is a set of group member IDs, safe for the client's callbacks.
+type memberIDs struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (m *memberIDs) add(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if id != "" && !slices.Contains(m.ids, id) {
+		m.ids = append(m.ids, id)
+	}
+}
+
+func (m *memberIDs) list() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.ids)
 }

@@ -2,9 +2,13 @@ package txn
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -85,28 +89,59 @@ func (c Config) JoinedClassic(key int16) bool {
 	return c.GroupProtocol == GroupProtocolConsumer && key == int16(kmsg.JoinGroup)
 }
 
+// CheckReplaced judges UNRELEASED_INSTANCE_ID, which a KIP-848 member
+// gets when it joins while another member holds its instance ID. ours are
+// the member IDs this process held the ID under, in earlier Sessions too
+// (empty: it never held it). A holder among them is this process's own
+// earlier client, closed without a leave (a rebuild after a network
+// failure): nil, keep polling until its session expires. So is any holder
+// for a process that never held the ID: a predecessor that crashed. A
+// holder under another member ID, once this process held the ID, replaced
+// it after it was expelled: ClassFenced, stop. The coordinator orders the
+// two, not incarnations: if the newer process is the one expelled and the
+// older one rejoins first, the newer one stops (exactly-once holds either
+// way: every takeover bumps the transactional epoch).
+func (s *Session) CheckReplaced(ctx context.Context, op string, err error, ours []string) *Error {
+	if len(ours) == 0 || !errors.Is(err, kerr.UnreleasedInstanceID) {
+		return nil
+	}
+	current, _ := s.gts.Client().GroupMetadata()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if s.otherHolder848(ctx, append(ours, current)...) == holderNewer {
+		return &Error{ClassFenced, op, err}
+	}
+	return nil
+}
+
 // otherHolder848 is otherHolder for a consumer-protocol group, which
 // DescribeGroups does not describe. The broker never lets a second member
 // take an instance ID its holder has not released, so a holder under
 // another member ID is newer: it took the ID after ours was released or
 // expired. (Classic groups need incarnations for this, see incarnation.go.)
-func (s *Session) otherHolder848(ctx context.Context, ourMember string) holder {
+func (s *Session) otherHolder848(ctx context.Context, ours ...string) holder {
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
 	req.Groups = []string{s.cfg.Group}
 	resp, err := req.RequestWith(ctx, s.gts.Client())
 	if err != nil {
 		return holderUnknown
 	}
-	return s.judgeHolder848(resp, ourMember)
+	return s.judgeHolder848(resp, ours...)
 }
 
-func (s *Session) judgeHolder848(resp *kmsg.ConsumerGroupDescribeResponse, ourMember string) holder {
+// judgeHolder848 reads a ConsumerGroupDescribe answer: holderNewer if a
+// member ID other than ours (known, non-empty ones) holds our instance ID.
+func (s *Session) judgeHolder848(resp *kmsg.ConsumerGroupDescribeResponse, ours ...string) holder {
+	ours = slices.DeleteFunc(slices.Clone(ours), func(m string) bool { return m == "" })
+	if len(ours) == 0 {
+		return holderUnknown
+	}
 	for _, g := range resp.Groups {
 		if g.ErrorCode != 0 {
 			continue
 		}
 		for _, m := range g.Members {
-			if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID && ourMember != "" && m.MemberID != ourMember {
+			if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID && !slices.Contains(ours, m.MemberID) {
 				return holderNewer
 			}
 		}

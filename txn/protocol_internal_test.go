@@ -167,17 +167,18 @@ func TestJudgeHolder848(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		resp *kmsg.ConsumerGroupDescribeResponse
-		ours string
+		ours []string
 		want holder
 	}{
-		{"we hold it", resp(0, member("m1", &x)), "m1", holderUnknown},
-		{"another member holds it", resp(0, member("m2", &x)), "m1", holderNewer},
-		{"another instance only", resp(0, member("m2", &y)), "m1", holderUnknown},
-		{"dynamic member", resp(0, member("m2", nil)), "m1", holderUnknown},
-		{"our member unknown", resp(0, member("m2", &x)), "", holderUnknown},
-		{"group error", resp(69, member("m2", &x)), "m1", holderUnknown},
+		{"we hold it", resp(0, member("m1", &x)), []string{"m1"}, holderUnknown},
+		{"our earlier client holds it", resp(0, member("m0", &x)), []string{"m0", "m1"}, holderUnknown},
+		{"another member holds it", resp(0, member("m2", &x)), []string{"m0", "m1"}, holderNewer},
+		{"another instance only", resp(0, member("m2", &y)), []string{"m1"}, holderUnknown},
+		{"dynamic member", resp(0, member("m2", nil)), []string{"m1"}, holderUnknown},
+		{"our member unknown", resp(0, member("m2", &x)), []string{""}, holderUnknown},
+		{"group error", resp(69, member("m2", &x)), []string{"m1"}, holderUnknown},
 	} {
-		if got := s.judgeHolder848(tc.resp, tc.ours); got != tc.want {
+		if got := s.judgeHolder848(tc.resp, tc.ours...); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

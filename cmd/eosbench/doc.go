@@ -118,6 +118,10 @@
 //
 //	eosbench -modes onceflow-session,onceflow-session+obs -count 4
 //
+// -group-protocol consumer runs every mode under KIP-848's consumer group
+// protocol (processor.WithGroupProtocol; franz-go's ServerSideBalancer for
+// alo-raw and franz-gts); Kafka 4.0+ (kfake has it). Default classic.
+//
 // -brokers runs against real brokers; -json prints one JSON object instead
 // of the tables: {"results":[...],"summary":[...]}, a result per run (its
 // "run" numbers it among its mode's runs) and a summary per mode with

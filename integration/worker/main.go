@@ -68,7 +68,7 @@ type flags struct {
 	heartbeatInterval                      time.Duration
 	poisonEvery                            uint64
 	ordering, logLevel, kgoLogLevel        string
-	maxVersion                             string
+	maxVersion, groupProtocol              string
 	stateDir                               string
 	positionGuard                          bool
 }
@@ -93,6 +93,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.ordering, "ordering", "session", "ordering mode: session, partition or unordered")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "processor log level: debug, info, warn, error")
 	fs.StringVar(&f.maxVersion, "max-kafka-version", "", "pin franz-go's request versions to a Kafka release (3.9, 4.0 … 4.4; empty: negotiate)")
+	fs.StringVar(&f.groupProtocol, "group-protocol", "classic", "consumer group protocol: classic or consumer (KIP-848)")
 	fs.StringVar(&f.kgoLogLevel, "kgo-log-level", "none", "franz-go client log level: none, error, warn, info, debug")
 	fs.StringVar(&f.stateDir, "state-dir", "", "stateful mode: keep a per-session record count in a state store under a new directory in this one, and put the count before each record into its output's "+HeaderStateCount+" header (empty: stateless copy)")
 	fs.BoolVar(&f.positionGuard, "position-guard", false, "processor.WithPositionGuard: keep the committed positions in a position log too and resume from it when the group serves an older one")
@@ -135,6 +136,7 @@ func run() int {
 		processor.WithHandler(handler(f.handlerLatency, f.poisonEvery, f.stateDir != "")),
 		processor.WithCommitInterval(f.commitInterval),
 		processor.WithSessionTimeout(f.sessionTimeout),
+		processor.WithGroupProtocol(processor.GroupProtocol(f.groupProtocol)),
 		processor.WithRebalanceTimeout(f.rebalanceTimeout),
 		processor.WithTransactionTimeout(f.txnTimeout),
 		processor.WithDrainTimeout(f.drainTimeout),

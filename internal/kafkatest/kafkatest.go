@@ -366,3 +366,41 @@ func (c *Cluster) ReadCommitted(t testing.TB, topics ...string) []*kgo.Record {
 	}
 	return rs
 }
+
+// ConsumerGroupTimeouts sets a KIP-848 group's session timeout and
+// heartbeat interval (the group configs consumer.session.timeout.ms and
+// consumer.heartbeat.interval.ms): under the consumer protocol the broker
+// decides them, not the client's WithSessionTimeout. A no-op under the
+// classic protocol. The brokers bound them (integration/kafka/broker.sh
+// lowers the minimums to 1s and 500ms).
+func (c *Cluster) ConsumerGroupTimeouts(t testing.TB, group string, session, heartbeat time.Duration) {
+	t.Helper()
+	if !Consumer848() {
+		return
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for name, d := range map[string]time.Duration{"consumer.session.timeout.ms": session, "consumer.heartbeat.interval.ms": heartbeat} {
+		cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		cfg.Name, cfg.Op, cfg.Value = name, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(fmt.Sprint(d.Milliseconds()))
+		res.Configs = append(res.Configs, cfg)
+	}
+	req.Resources = append(req.Resources, res)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err == nil {
+		for _, r := range resp.Resources {
+			if err = kerr.ErrorForCode(r.ErrorCode); err != nil {
+				if r.ErrorMessage != nil {
+					err = fmt.Errorf("%w: %s", err, *r.ErrorMessage)
+				}
+				break
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("kafkatest: setting group %s's session timeout %v and heartbeat %v: %v", group, session, heartbeat, err)
+	}
+}

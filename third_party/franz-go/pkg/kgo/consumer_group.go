@@ -1274,7 +1274,16 @@ func (g *groupConsumer) heartbeat(initialHb time.Duration, fetchErrCh <-chan err
 			timer.Reset(reset)
 			g.cfg.logger.Log(LogLevelDebug, "heartbeat complete", "group", g.cfg.group, "err", err)
 			if force != nil {
-				force(err)
+				if errors.Is(err, errReassigned848) {
+					// onceflow patch: the forced heartbeat
+					// itself brought a new assignment. To End
+					// that is a rebalance in progress, as
+					// below, not a failed heartbeat (which
+					// aborts the transaction).
+					force(kerr.RebalanceInProgress)
+				} else {
+					force(err)
+				}
 			}
 		} else if force != nil {
 			// onceflow patch: heartbeats stopped after a KIP-848

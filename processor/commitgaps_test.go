@@ -1,0 +1,238 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+	"github.com/onceflow/onceflow/processor"
+)
+
+// TestRebalanceCommitGaps measures what a rebalance costs the partitions that do
+// not move, under the protocol ONCEFLOW_GROUP_PROTOCOL names: two instances
+// run while a third joins and leaves again and again, with input flowing
+// all the time. A sampler reads the group's committed offsets and owners
+// every 20ms. It reports the longest time a partition went without a
+// commit while its owner stayed the same, the records handled more than
+// once per rebalance, and the throughput; it asserts exactly-once. A
+// measurement, not a timed assertion: run it with ONCEFLOW_STORM=1 (see
+// the README's KIP-848 section for the figures).
+func TestRebalanceCommitGaps(t *testing.T) {
+	if os.Getenv("ONCEFLOW_STORM") == "" {
+		t.Skip("a measurement: set ONCEFLOW_STORM=1")
+	}
+	c := kafkatest.New(t)
+	const (
+		partitions = 6
+		rate       = 4000 // records per second
+		cycles     = 4
+		joinFor    = 4 * time.Second // a joiner stays this long
+		settleFor  = 8 * time.Second // session timeout (6s) and margin after it leaves
+	)
+	inputs := rate * int(cycles*(joinFor+settleFor)/time.Second)
+	pl := newPipeline(t, c, partitions, inputs, 600)
+	var calls atomic.Int64
+	handler := func(ctx context.Context, r *kgo.Record, out processor.Emitter) error {
+		calls.Add(1)
+		return copyHandler(ctx, r, out)
+	}
+
+	feedDone := make(chan struct{})
+	go func() {
+		defer close(feedDone)
+		const batch = rate / 20
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for from := 0; from < inputs; from += batch {
+			<-tick.C
+			pl.produce(t, from, min(from+batch, inputs))
+		}
+	}()
+	smp := newStormSampler(t, pl)
+	sctx, stopSampling := context.WithCancel(context.Background())
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); smp.run(sctx) }()
+
+	began := time.Now()
+	a := start(t, pl.opts("a", handler)...)
+	b := start(t, pl.opts("b", handler)...)
+	var joiners []*running
+	for i := range cycles {
+		time.Sleep(settleFor)
+		j := start(t, pl.opts(fmt.Sprintf("j%d", i), handler)...)
+		joiners = append(joiners, j)
+		time.Sleep(joinFor)
+		require.NoError(t, j.stop(t))
+	}
+	<-feedDone
+	rep := pl.waitDone(t, 2*time.Minute)
+	took := time.Since(began)
+	stopSampling()
+	<-sampled
+	require.NoError(t, a.stop(t))
+	require.NoError(t, b.stop(t))
+	rep = pl.read(t)
+	require.True(t, rep.ExactlyOnce(), rep.String())
+	require.Equal(t, inputs, rep.Outputs)
+
+	var rebalances, aborts int64
+	for _, r := range append([]*running{a, b}, joiners...) {
+		s := r.p.Stats()
+		rebalances += s.Rebalances
+		aborts += s.Aborts
+	}
+	gaps := smp.unmovedGaps()
+	again := calls.Load() - int64(inputs)
+	t.Logf("protocol %s, %d joins and leaves: %d inputs in %v (%.0f rec/s, fed at %d); handled again %d (%.0f per join or leave); aborts %d; rebalances seen %d (all instances)",
+		kafkatest.GroupProtocol(), cycles, inputs, took.Round(time.Millisecond), float64(inputs)/took.Seconds(), rate,
+		again, float64(again)/float64(2*cycles), aborts, rebalances)
+	t.Logf("longest time without a commit of a partition whose owner stayed: max %v, per partition %v; owner changes seen %d",
+		gaps[len(gaps)-1].Round(time.Millisecond), roundAll(gaps), smp.moves)
+}
+
+func roundAll(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(time.Millisecond)
+	}
+	return out
+}
+
+// stormSampler follows each input partition's committed offset and owner.
+type stormSampler struct {
+	pl   *pipeline
+	adm  *kadm.Client
+	cl   *kgo.Client
+	inID [16]byte // the input topic's ID
+
+	mu    sync.Mutex
+	parts map[int32]*sampledPartition
+	moves int
+}
+
+type sampledPartition struct {
+	offset     int64
+	owner      string
+	lastCommit time.Time
+	moved      bool          // the owner changed since lastCommit
+	maxGap     time.Duration // longest lastCommit → next commit with moved false
+}
+
+func newStormSampler(t *testing.T, pl *pipeline) *stormSampler {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts, err := pl.c.Admin.ListTopics(ctx, pl.in)
+	require.NoError(t, err)
+	return &stormSampler{pl: pl, adm: pl.c.Admin, cl: pl.c.Client(t), inID: ts[pl.in].ID, parts: make(map[int32]*sampledPartition)}
+}
+
+func (s *stormSampler) run(ctx context.Context) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		owners := s.owners(ctx)
+		offs, err := s.adm.FetchOffsets(ctx, s.pl.group)
+		if err != nil || owners == nil {
+			continue
+		}
+		now := time.Now()
+		s.mu.Lock()
+		offs.Each(func(o kadm.OffsetResponse) {
+			if o.Topic != s.pl.in || o.Err != nil {
+				return
+			}
+			sp := s.parts[o.Partition]
+			if sp == nil {
+				sp = &sampledPartition{offset: -1}
+				s.parts[o.Partition] = sp
+			}
+			// No owner (a classic group mid-rebalance reports no
+			// assignments): the last known one holds.
+			if owner, ok := owners[o.Partition]; ok && owner != sp.owner {
+				if sp.owner != "" {
+					s.moves++
+				}
+				sp.owner, sp.moved = owner, true
+			}
+			if o.At > sp.offset {
+				if !sp.lastCommit.IsZero() && !sp.moved {
+					sp.maxGap = max(sp.maxGap, now.Sub(sp.lastCommit))
+				}
+				sp.offset, sp.lastCommit, sp.moved = o.At, now, false
+			}
+		})
+		s.mu.Unlock()
+	}
+}
+
+// owners maps each input partition to the instance ID holding it (nil if
+// the group could not be described).
+func (s *stormSampler) owners(ctx context.Context) map[int32]string {
+	out := make(map[int32]string)
+	if kafkatest.Consumer848() {
+		// Raw: kfake's answer names no topics, only their IDs.
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{s.pl.group}
+		resp, err := req.RequestWith(ctx, s.cl)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+			return nil
+		}
+		for _, m := range resp.Groups[0].Members {
+			for _, tp := range m.Assignment.TopicPartitions {
+				if tp.TopicID == s.inID && m.InstanceID != nil {
+					for _, p := range tp.Partitions {
+						out[p] = *m.InstanceID
+					}
+				}
+			}
+		}
+		return out
+	}
+	gs, err := s.adm.DescribeGroups(ctx, s.pl.group)
+	if err != nil || gs.Error() != nil {
+		return nil
+	}
+	for _, m := range gs[s.pl.group].Members {
+		if a, ok := m.Assigned.AsConsumer(); ok && m.InstanceID != nil {
+			for _, tp := range a.Topics {
+				if tp.Topic == s.pl.in {
+					for _, p := range tp.Partitions {
+						out[p] = *m.InstanceID
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// unmovedGaps returns each partition's longest gap, sorted.
+func (s *stormSampler) unmovedGaps() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gaps []time.Duration
+	for _, sp := range s.parts {
+		gaps = append(gaps, sp.maxGap)
+	}
+	if len(gaps) == 0 {
+		return []time.Duration{0}
+	}
+	sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
+	return gaps
+}
