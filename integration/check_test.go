@@ -218,15 +218,13 @@ func (e *env) members() map[string]bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m := make(map[string]bool)
-	groups, err := e.c.Admin.DescribeGroups(ctx, e.group)
+	_, members, err := e.c.DescribeGroup(ctx, e.group)
 	if err != nil {
 		return m
 	}
-	for _, g := range groups {
-		for _, mm := range g.Members {
-			if mm.InstanceID != nil {
-				m[*mm.InstanceID] = true
-			}
+	for _, mm := range members {
+		if mm.InstanceID != "" {
+			m[mm.InstanceID] = true
 		}
 	}
 	return m

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflow/onceflow/internal/kafkatest"
 	"github.com/onceflow/onceflow/internal/verify"
 	"github.com/onceflow/onceflow/txn"
 )
@@ -206,25 +207,18 @@ func (e *env) groupState() {
 		t.Logf("open transactions on output partitions:\n%s", b.String())
 	}
 	b.Reset()
-	groups, err := adm.DescribeGroups(ctx, e.group)
+	state, members, err := e.c.DescribeGroup(ctx, e.group)
 	if err != nil {
 		t.Logf("describe group: %v", err)
 	}
-	for _, g := range groups {
-		fmt.Fprintf(&b, "  group state %s protocol %s, %d members\n", g.State, g.Protocol, len(g.Members))
-		for _, m := range g.Members {
-			inst := ""
-			if m.InstanceID != nil {
-				inst = *m.InstanceID
-			}
-			var assigned []string
-			if ca, ok := m.Assigned.AsConsumer(); ok {
-				for _, tp := range ca.Topics {
-					assigned = append(assigned, fmt.Sprintf("%s%v", shortTopic(tp.Topic), tp.Partitions))
-				}
-			}
-			fmt.Fprintf(&b, "    %s (%s) %v\n", inst, m.MemberID, assigned)
+	fmt.Fprintf(&b, "  group state %s (%s protocol), %d members\n", state, kafkatest.GroupProtocol(), len(members))
+	for _, m := range members {
+		var assigned []string
+		for topic, ps := range m.Assigned {
+			assigned = append(assigned, fmt.Sprintf("%s%v", shortTopic(topic), ps))
 		}
+		slices.Sort(assigned)
+		fmt.Fprintf(&b, "    %s (%s) %v\n", m.InstanceID, m.MemberID, assigned)
 	}
 	t.Logf("group:\n%s", b.String())
 	b.Reset()

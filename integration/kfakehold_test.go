@@ -30,11 +30,11 @@ type rebalanceHold struct {
 func (e *env) groupPhase() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	gs, err := e.c.Admin.DescribeGroups(ctx, e.group)
+	state, _, err := e.c.DescribeGroup(ctx, e.group)
 	if err != nil {
 		return ""
 	}
-	return gs[e.group].State
+	return state
 }
 
 func settled(state string) bool { return state == "Stable" || state == "Empty" || state == "" }

@@ -36,6 +36,16 @@
 // is never dropped. Handlers keep running while a transaction commits;
 // what finishes meanwhile goes into the next one.
 //
+// # Group protocols
+//
+// WithGroupProtocol chooses the classic protocol (the default) or KIP-848's
+// consumer protocol (Kafka 4.0+). The guarantees are the same: a rebalance
+// waits until what finished is committed under the member's current
+// generation or epoch, and a zombie cannot commit. Under KIP-848
+// partitions that stay put keep committing through a rebalance, and the
+// first holder of an instance ID keeps it until it leaves or its session
+// expires (docs/operations.md).
+//
 // # What exactly-once covers
 //
 // Outputs, dead-letter records and input offsets are atomic: a record's

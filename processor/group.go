@@ -119,11 +119,11 @@ func (c classicJoinGuard) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, 
 }
 
 // checkGroupProtocol fails for brokers that do not offer the consumer
-// protocol. A check that cannot reach the brokers is not an answer: the
-// client then retries as usual, and classicJoinGuard still catches a
-// fallback.
+// protocol. A check that cannot reach the brokers (within 10s) is not an
+// answer: the client then retries as usual, and classicJoinGuard still
+// catches a fallback.
 func (l *lifetime) checkGroupProtocol(ctx context.Context, s *txn.Session) error {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.sessionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := s.CheckGroupProtocol(ctx)
 	if err != nil && !errors.Is(err, ErrGroupProtocolUnsupported) {

@@ -52,13 +52,18 @@ type Cluster struct {
 type Option func(*config)
 
 type config struct {
-	preKIP890 bool
-	fakeOpts  []kfake.Opt
+	preKIP890  bool
+	fakeOpts   []kfake.Opt
+	keepParked bool
 }
 
 // PreKIP890 pins an embedded cluster to Kafka 3.9 versions, before
 // KIP-890 part 2. It has no effect against real brokers.
 func PreKIP890() Option { return func(c *config) { c.preKIP890 = true } }
+
+// KeepParkedStaticMembers leaves an embedded cluster's handling of KIP-848
+// static leaves as it is (see expireParkedStaticMembers).
+func KeepParkedStaticMembers() Option { return func(c *config) { c.keepParked = true } }
 
 // FakeOpts passes options to an embedded cluster.
 func FakeOpts(opts ...kfake.Opt) Option {
@@ -122,7 +127,7 @@ func New(t testing.TB, opts ...Option) *Cluster {
 			t.Fatalf("kafkatest: starting embedded cluster: %v", err)
 		}
 		t.Cleanup(fake.Close)
-		if Consumer848() {
+		if Consumer848() && !cfg.keepParked {
 			expireParkedStaticMembers(fake)
 		}
 		c.Fake = fake
@@ -375,9 +380,15 @@ func (c *Cluster) ReadCommitted(t testing.TB, topics ...string) []*kgo.Record {
 // lowers the minimums to 1s and 500ms).
 func (c *Cluster) ConsumerGroupTimeouts(t testing.TB, group string, session, heartbeat time.Duration) {
 	t.Helper()
-	if !Consumer848() {
-		return
+	if Consumer848() {
+		c.SetConsumerGroupTimeouts(t, group, session, heartbeat)
 	}
+}
+
+// SetConsumerGroupTimeouts is ConsumerGroupTimeouts under either protocol
+// (for raw KIP-848 members).
+func (c *Cluster) SetConsumerGroupTimeouts(t testing.TB, group string, session, heartbeat time.Duration) {
+	t.Helper()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
@@ -403,4 +414,75 @@ func (c *Cluster) ConsumerGroupTimeouts(t testing.TB, group string, session, hea
 	if err != nil {
 		t.Fatalf("kafkatest: setting group %s's session timeout %v and heartbeat %v: %v", group, session, heartbeat, err)
 	}
+}
+
+// Member is a group member as DescribeGroups or, for a KIP-848 group,
+// ConsumerGroupDescribe reports it.
+type Member struct {
+	MemberID, InstanceID string
+	Assigned             map[string][]int32 // topic → partitions
+}
+
+// DescribeGroup returns the group's state and members under the protocol
+// the tests run (see GroupProtocol): DescribeGroups does not describe
+// KIP-848 groups. Members without an instance ID have InstanceID "".
+func (c *Cluster) DescribeGroup(ctx context.Context, group string) (state string, members []Member, err error) {
+	if !Consumer848() {
+		gs, err := c.Admin.DescribeGroups(ctx, group)
+		if err != nil {
+			return "", nil, err
+		}
+		g := gs[group]
+		if g.Err != nil {
+			return "", nil, g.Err
+		}
+		for _, m := range g.Members {
+			mm := Member{MemberID: m.MemberID, Assigned: map[string][]int32{}}
+			if m.InstanceID != nil {
+				mm.InstanceID = *m.InstanceID
+			}
+			if a, ok := m.Assigned.AsConsumer(); ok {
+				for _, tp := range a.Topics {
+					mm.Assigned[tp.Topic] = tp.Partitions
+				}
+			}
+			members = append(members, mm)
+		}
+		return g.State, members, nil
+	}
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(resp.Groups) != 1 {
+		return "", nil, fmt.Errorf("kafkatest: ConsumerGroupDescribe of %s: %d groups in the answer", group, len(resp.Groups))
+	}
+	g := resp.Groups[0]
+	if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+		return "", nil, err
+	}
+	// Assignments name topics by ID (kfake gives no names).
+	names := map[[16]byte]string{}
+	if ts, err := c.Admin.ListTopics(ctx); err == nil {
+		for _, td := range ts {
+			names[td.ID] = td.Topic
+		}
+	}
+	for _, m := range g.Members {
+		mm := Member{MemberID: m.MemberID, Assigned: map[string][]int32{}}
+		if m.InstanceID != nil {
+			mm.InstanceID = *m.InstanceID
+		}
+		for _, tp := range m.Assignment.TopicPartitions {
+			name := tp.Topic
+			if n, ok := names[tp.TopicID]; ok {
+				name = n
+			}
+			mm.Assigned[name] = tp.Partitions
+		}
+		members = append(members, mm)
+	}
+	return g.State, members, nil
 }
