@@ -33,7 +33,7 @@ type txnClient interface {
 	FlushFailed(ctx context.Context, err error) *txn.Error
 	CheckFenced(ctx context.Context, op string, err error) *txn.Error
 	// CheckReplaced judges UNRELEASED_INSTANCE_ID (KIP-848).
-	CheckReplaced(ctx context.Context, op string, err error, ours []string) *txn.Error
+	CheckReplaced(ctx context.Context, op string, err error, ours []string, waitedFor *string) *txn.Error
 }
 
 // sessionClient is a txn.Session as the loop's client.

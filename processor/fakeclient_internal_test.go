@@ -178,7 +178,9 @@ func (c *fakeClient) CheckFenced(_ context.Context, op string, err error) *txn.E
 	return &txn.Error{Class: txn.ClassAbortable, Op: op, Err: err}
 }
 
-func (c *fakeClient) CheckReplaced(context.Context, string, error, []string) *txn.Error { return nil }
+func (c *fakeClient) CheckReplaced(context.Context, string, error, []string, *string) *txn.Error {
+	return nil
+}
 
 // committed returns the offset and metadata committed for a partition.
 func (c *fakeClient) committed(topic string, partition int32) (int64, string, bool) {

@@ -24,6 +24,9 @@ type run struct {
 	// members are the group member IDs this Run's clients were assigned
 	// partitions under; see txn.Session.CheckReplaced.
 	members memberIDs
+	// waitedFor is the member holding the instance ID that this Run, never
+	// a holder, waits for (the loop's; see txn.Session.CheckReplaced).
+	waitedFor string
 
 	store        *statestore.Store   // nil without WithStateStore
 	marks        *dedupe.Store       // nil without WithDedupe

@@ -90,28 +90,69 @@ func (c Config) JoinedClassic(key int16) bool {
 }
 
 // CheckReplaced judges UNRELEASED_INSTANCE_ID, which a KIP-848 member
-// gets when it joins while another member holds its instance ID. ours are
-// the member IDs this process held the ID under, in earlier Sessions too
-// (empty: it never held it). A holder among them is this process's own
-// earlier client, closed without a leave (a rebuild after a network
-// failure): nil, keep polling until its session expires. So is any holder
-// for a process that never held the ID: a predecessor that crashed. A
-// holder under another member ID, once this process held the ID, replaced
-// it after it was expelled: ClassFenced, stop. The coordinator orders the
-// two, not incarnations: if the newer process is the one expelled and the
-// older one rejoins first, the newer one stops (exactly-once holds either
-// way: every takeover bumps the transactional epoch).
-func (s *Session) CheckReplaced(ctx context.Context, op string, err error, ours []string) *Error {
-	if len(ours) == 0 || !errors.Is(err, kerr.UnreleasedInstanceID) {
+// gets when it joins while another member holds its instance ID: nil to
+// keep polling (the client retries the join), ClassFenced to stop. ours
+// are the member IDs this process held the ID under, in earlier Sessions
+// too; waitedFor keeps, across calls, the holder this process has been
+// waiting for (see replaced for the rules).
+func (s *Session) CheckReplaced(ctx context.Context, op string, err error, ours []string, waitedFor *string) *Error {
+	if !errors.Is(err, kerr.UnreleasedInstanceID) {
 		return nil
 	}
-	current, _ := s.gts.Client().GroupMetadata()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if s.otherHolder848(ctx, append(ours, current)...) == holderNewer {
+	holder, ok := s.holder848(ctx)
+	if ok && replaced(holder, ours, waitedFor) {
 		return &Error{ClassFenced, op, err}
 	}
 	return nil
+}
+
+// replaced decides whether the holder of our instance ID replaced this
+// process. A holder among ours is this process's own earlier client,
+// closed without a leave (a rebuild after a network failure): wait for its
+// session to expire. Another holder, once this process held the ID, took
+// it after this process was expelled: replaced. A process that never held
+// the ID waits for the first holder it meets (a crashed predecessor whose
+// session has not expired, or a live process with the same ID, which it
+// cannot tell apart); if the holder changes while it waits, a newer
+// process took the ID first: replaced. The coordinator orders processes,
+// not incarnations: if the newer process is expelled and an older one
+// takes the ID, the newer one stops (exactly-once holds either way: every
+// takeover bumps the transactional epoch).
+func replaced(holder string, ours []string, waitedFor *string) bool {
+	switch {
+	case holder == "" || slices.Contains(ours, holder):
+		return false
+	case len(ours) > 0:
+		return true
+	case *waitedFor == "":
+		*waitedFor = holder
+		return false
+	}
+	return holder != *waitedFor
+}
+
+// holder848 returns the member ID holding our instance ID ("" if none;
+// false if the group could not be asked).
+func (s *Session) holder848(ctx context.Context) (string, bool) {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{s.cfg.Group}
+	resp, err := req.RequestWith(ctx, s.gts.Client())
+	if err != nil {
+		return "", false
+	}
+	for _, g := range resp.Groups {
+		if g.ErrorCode != 0 {
+			return "", false
+		}
+		for _, m := range g.Members {
+			if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID {
+				return m.MemberID, true
+			}
+		}
+	}
+	return "", true
 }
 
 // otherHolder848 is otherHolder for a consumer-protocol group, which

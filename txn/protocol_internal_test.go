@@ -183,3 +183,31 @@ func TestJudgeHolder848(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaced848: when UNRELEASED_INSTANCE_ID means this process was
+// replaced (stop) and when it waits.
+func TestReplaced848(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		holders   []string // what successive checks find
+		ours      []string
+		want      []bool
+		waitedFor string
+	}{
+		{"our earlier client holds it", []string{"m0", "m0"}, []string{"m0", "m1"}, []bool{false, false}, ""},
+		{"held it, another holds it now", []string{"n"}, []string{"m0"}, []bool{true}, ""},
+		{"never held it, one holder all along", []string{"d", "d", "d"}, nil, []bool{false, false, false}, "d"},
+		{"never held it, the holder changed", []string{"d", "n"}, nil, []bool{false, true}, "d"},
+		{"nobody holds it", []string{"", ""}, nil, []bool{false, false}, ""},
+	} {
+		var waitedFor string
+		for i, h := range tc.holders {
+			if got := replaced(h, tc.ours, &waitedFor); got != tc.want[i] {
+				t.Errorf("%s: check %d (holder %q): replaced=%v, want %v", tc.name, i, h, got, tc.want[i])
+			}
+		}
+		if waitedFor != tc.waitedFor {
+			t.Errorf("%s: waited for %q, want %q", tc.name, waitedFor, tc.waitedFor)
+		}
+	}
+}
