@@ -60,8 +60,9 @@ func (c Config) groupOpts() []kgo.Opt {
 // if the session asked for GroupProtocolConsumer and a broker does not
 // offer KIP-848's ConsumerGroupHeartbeat v1: franz-go would fall back to
 // the classic protocol without a word. A broker that offers it but has the
-// protocol disabled refuses the first heartbeat; that fallback is caught
-// when the client sends a JoinGroup (see JoinedClassic).
+// protocol disabled refuses the first heartbeat, and franz-go falls back
+// then too: callers catch that by the JoinGroup it sends (the processor
+// does, with a kgo.HookBrokerWrite).
 func (s *Session) CheckGroupProtocol(ctx context.Context) error {
 	if s.cfg.GroupProtocol != GroupProtocolConsumer {
 		return nil
@@ -80,13 +81,6 @@ func (s *Session) CheckGroupProtocol(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// JoinedClassic reports whether a request with this key (as a
-// kgo.HookBrokerWrite sees it) shows the client running the classic
-// protocol although the session asked for the consumer protocol.
-func (c Config) JoinedClassic(key int16) bool {
-	return c.GroupProtocol == GroupProtocolConsumer && key == int16(kmsg.JoinGroup)
 }
 
 // CheckReplaced judges UNRELEASED_INSTANCE_ID, which a KIP-848 member
@@ -161,31 +155,19 @@ func (s *Session) holder848(ctx context.Context) (string, bool) {
 // another member ID is newer: it took the ID after ours was released or
 // expired. (Classic groups need incarnations for this, see incarnation.go.)
 func (s *Session) otherHolder848(ctx context.Context, ours ...string) holder {
-	req := kmsg.NewPtrConsumerGroupDescribeRequest()
-	req.Groups = []string{s.cfg.Group}
-	resp, err := req.RequestWith(ctx, s.gts.Client())
-	if err != nil {
+	h, ok := s.holder848(ctx)
+	if !ok {
 		return holderUnknown
 	}
-	return s.judgeHolder848(resp, ours...)
+	return judgeHolder848(h, ours...)
 }
 
-// judgeHolder848 reads a ConsumerGroupDescribe answer: holderNewer if a
-// member ID other than ours (known, non-empty ones) holds our instance ID.
-func (s *Session) judgeHolder848(resp *kmsg.ConsumerGroupDescribeResponse, ours ...string) holder {
+// judgeHolder848: holderNewer if the holder of our instance ID is a member
+// other than ours (known, non-empty ones).
+func judgeHolder848(h string, ours ...string) holder {
 	ours = slices.DeleteFunc(slices.Clone(ours), func(m string) bool { return m == "" })
-	if len(ours) == 0 {
+	if h == "" || len(ours) == 0 || slices.Contains(ours, h) {
 		return holderUnknown
 	}
-	for _, g := range resp.Groups {
-		if g.ErrorCode != 0 {
-			continue
-		}
-		for _, m := range g.Members {
-			if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID && !slices.Contains(ours, m.MemberID) {
-				return holderNewer
-			}
-		}
-	}
-	return holderUnknown
+	return holderNewer
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
 )
@@ -140,45 +139,25 @@ func TestCheckGroupProtocol(t *testing.T) {
 			}
 		})
 	}
-	if (Config{}).JoinedClassic(int16(kmsg.JoinGroup)) {
-		t.Error("a classic session's JoinGroup reported as a fallback")
-	}
-	if !(Config{GroupProtocol: GroupProtocolConsumer}).JoinedClassic(int16(kmsg.JoinGroup)) {
-		t.Error("a consumer-protocol session's JoinGroup not reported as a fallback")
-	}
 }
 
 // TestJudgeHolder848: under KIP-848 another member ID holding our instance
 // ID is always newer, since the coordinator never lets a member take an
 // instance ID that is still held.
 func TestJudgeHolder848(t *testing.T) {
-	s := &Session{cfg: Config{InstanceID: "x", GroupProtocol: GroupProtocolConsumer}}
-	x, y := "x", "y"
-	resp := func(code int16, members ...kmsg.ConsumerGroupDescribeResponseGroupMember) *kmsg.ConsumerGroupDescribeResponse {
-		g := kmsg.NewConsumerGroupDescribeResponseGroup()
-		g.ErrorCode, g.Members = code, members
-		return &kmsg.ConsumerGroupDescribeResponse{Groups: []kmsg.ConsumerGroupDescribeResponseGroup{g}}
-	}
-	member := func(id string, instance *string) kmsg.ConsumerGroupDescribeResponseGroupMember {
-		m := kmsg.NewConsumerGroupDescribeResponseGroupMember()
-		m.MemberID, m.InstanceID = id, instance
-		return m
-	}
 	for _, tc := range []struct {
-		name string
-		resp *kmsg.ConsumerGroupDescribeResponse
-		ours []string
-		want holder
+		name   string
+		holder string
+		ours   []string
+		want   holder
 	}{
-		{"we hold it", resp(0, member("m1", &x)), []string{"m1"}, holderUnknown},
-		{"our earlier client holds it", resp(0, member("m0", &x)), []string{"m0", "m1"}, holderUnknown},
-		{"another member holds it", resp(0, member("m2", &x)), []string{"m0", "m1"}, holderNewer},
-		{"another instance only", resp(0, member("m2", &y)), []string{"m1"}, holderUnknown},
-		{"dynamic member", resp(0, member("m2", nil)), []string{"m1"}, holderUnknown},
-		{"our member unknown", resp(0, member("m2", &x)), []string{""}, holderUnknown},
-		{"group error", resp(69, member("m2", &x)), []string{"m1"}, holderUnknown},
+		{"we hold it", "m1", []string{"m1"}, holderUnknown},
+		{"our earlier client holds it", "m0", []string{"m0", "m1"}, holderUnknown},
+		{"another member holds it", "m2", []string{"m0", "m1"}, holderNewer},
+		{"nobody holds it", "", []string{"m1"}, holderUnknown},
+		{"our member unknown", "m2", []string{""}, holderUnknown},
 	} {
-		if got := s.judgeHolder848(tc.resp, tc.ours...); got != tc.want {
+		if got := judgeHolder848(tc.holder, tc.ours...); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
