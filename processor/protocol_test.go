@@ -20,13 +20,19 @@ func TestGroupProtocolUnsupported(t *testing.T) {
 	if kafkatest.Real() {
 		t.Skip("needs kfake's Kafka 3.9 pin")
 	}
-	c := kafkatest.New(t, kafkatest.PreKIP890())
+	requireRefused(t, kafkatest.New(t, kafkatest.PreKIP890()))
+}
+
+// requireRefused runs a processor asked for the consumer protocol on c and
+// requires that Run fails with ErrGroupProtocolUnsupported having
+// committed nothing.
+func requireRefused(t *testing.T, c *kafkatest.Cluster) {
+	t.Helper()
 	pl := newPipeline(t, c, 1, 10, 1)
 	pl.produce(t, 0, pl.inputs)
 	r := start(t, append(pl.opts("i1", copyHandler), processor.WithGroupProtocol(processor.GroupProtocolConsumer))...)
-	err := r.wait(t, 30*time.Second)
-	require.ErrorIs(t, err, processor.ErrGroupProtocolUnsupported)
-	require.Empty(t, c.ReadCommitted(t, pl.out), "nothing may run under the classic protocol")
+	require.ErrorIs(t, r.wait(t, 30*time.Second), processor.ErrGroupProtocolUnsupported)
+	require.Empty(t, c.ReadCommitted(t, pl.out), "nothing may commit under the classic protocol")
 }
 
 // TestGroupProtocolRefusedByCoordinator: the brokers offer KIP-848's
@@ -45,12 +51,7 @@ func TestGroupProtocolRefusedByCoordinator(t *testing.T) {
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
 		return resp, nil, true
 	})
-	pl := newPipeline(t, c, 1, 10, 1)
-	pl.produce(t, 0, pl.inputs)
-	r := start(t, append(pl.opts("i1", copyHandler), processor.WithGroupProtocol(processor.GroupProtocolConsumer))...)
-	err := r.wait(t, 30*time.Second)
-	require.ErrorIs(t, err, processor.ErrGroupProtocolUnsupported)
-	require.Empty(t, c.ReadCommitted(t, pl.out), "nothing may commit under the classic protocol")
+	requireRefused(t, c)
 }
 
 // TestGroupProtocolOption: WithGroupProtocol takes the two protocols and
