@@ -76,12 +76,17 @@ fmt-check:
 # everything else, then KIP-848's consumer protocol
 # (ONCEFLOW_GROUP_PROTOCOL=consumer, read by internal/kafkatest). To stay
 # within CI's time, `make test` runs the processor's tests under the
-# consumer protocol on kfake and the reliability suite (node faults
-# included) under it on the cluster; PROTOCOL_MATRIX=full runs both on
-# both (about 8 more minutes).
+# consumer protocol on kfake and the reliability suite under it on the
+# cluster, without its node faults; PROTOCOL_MATRIX=full runs all of it on
+# both (about 12 more minutes).
 PROTOCOL_MATRIX ?=
 EMBEDDED_848_PKGS := ./processor/ $(if $(filter full,$(PROTOCOL_MATRIX)),./integration/...)
 CLUSTER_848_PKGS := $(MODULE)/integration $(if $(filter full,$(PROTOCOL_MATRIX)),$(MODULE)/processor)
+# Node faults run under the classic protocol only, unless PROTOCOL_MATRIX=full:
+# each run restarts nodes 4 times on a loaded 2-core machine (a restart once
+# took over broker.sh's 90 s there), and 4 minutes more would leave CI little
+# margin under 30 minutes.
+CLUSTER_848_SKIP := $(if $(filter full,$(PROTOCOL_MATRIX)),,TestClusterNodeFaults)
 
 embedded-pass:
 	@t0=$$(date +%s); \
@@ -121,8 +126,8 @@ kafka-packages:
 #     GOTESTFLAGS has -run (a developer picking tests; run it with
 #     KAFKA_NODES=1 make test-real GOTESTFLAGS='-run TestBrokerRestart').
 #     The cluster pass then runs the reliability suite again under KIP-848's
-#     consumer protocol (PASS_848_PKGS; with PROTOCOL_MATRIX=full the
-#     processor's tests too).
+#     consumer protocol without TestClusterNodeFaults (PASS_848_PKGS; with
+#     PROTOCOL_MATRIX=full the node faults and the processor's tests too).
 # KAFKA_NODES=1 runs the whole suite in one single-node pass, as before.
 REAL_MODE ?= required
 SINGLE_PORT := $(shell echo $$(( $(KAFKA_PORT) + 2 * $(KAFKA_NODES) )))
@@ -200,7 +205,7 @@ broker-pass:
 		t2=$$(date +%s); \
 		echo "==> $$what pass, consumer protocol: ONCEFLOW_GROUP_PROTOCOL=consumer go test -race -count=1 -p 1 $(PASS_848_PKGS)"; \
 		KAFKA_BROKERS="$$addr" KAFKA_BROKER_SCRIPT="$(BROKER)" ONCEFLOW_REQUIRE_NODE_FAULTS="$$require" ONCEFLOW_GROUP_PROTOCOL=consumer \
-			$(GO) test -race -count=1 -p 1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) "$${run[@]}" $(PASS_848_PKGS) || rc=$$?; \
+			$(GO) test -race -count=1 -p 1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) "$${run[@]}" $(if $(CLUSTER_848_SKIP),-skip '^$(CLUSTER_848_SKIP)$$') $(PASS_848_PKGS) || rc=$$?; \
 		if [ $$rc = 0 ]; then \
 			echo "==> $$what pass, consumer protocol: ok in $$(( $$(date +%s) - t2 ))s"; \
 		else \
