@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
 	"github.com/onceflow/onceflow/processor"
@@ -59,7 +58,7 @@ func TestRebalanceCommitGaps(t *testing.T) {
 			pl.produce(t, from, min(from+batch, inputs))
 		}
 	}()
-	smp := newStormSampler(t, pl)
+	smp := newStormSampler(pl)
 	sctx, stopSampling := context.WithCancel(context.Background())
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); smp.run(sctx) }()
@@ -111,10 +110,8 @@ func roundAll(ds []time.Duration) []time.Duration {
 
 // stormSampler follows each input partition's committed offset and owner.
 type stormSampler struct {
-	pl   *pipeline
-	adm  *kadm.Client
-	cl   *kgo.Client
-	inID [16]byte // the input topic's ID
+	pl  *pipeline
+	adm *kadm.Client
 
 	mu    sync.Mutex
 	parts map[int32]*sampledPartition
@@ -129,12 +126,8 @@ type sampledPartition struct {
 	maxGap     time.Duration // longest lastCommit → next commit with moved false
 }
 
-func newStormSampler(t *testing.T, pl *pipeline) *stormSampler {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ts, err := pl.c.Admin.ListTopics(ctx, pl.in)
-	require.NoError(t, err)
-	return &stormSampler{pl: pl, adm: pl.c.Admin, cl: pl.c.Client(t), inID: ts[pl.in].ID, parts: make(map[int32]*sampledPartition)}
+func newStormSampler(pl *pipeline) *stormSampler {
+	return &stormSampler{pl: pl, adm: pl.c.Admin, parts: make(map[int32]*sampledPartition)}
 }
 
 func (s *stormSampler) run(ctx context.Context) {
@@ -184,39 +177,17 @@ func (s *stormSampler) run(ctx context.Context) {
 // owners maps each input partition to the instance ID holding it (nil if
 // the group could not be described).
 func (s *stormSampler) owners(ctx context.Context) map[int32]string {
-	out := make(map[int32]string)
-	if kafkatest.Consumer848() {
-		// Raw: kfake's answer names no topics, only their IDs.
-		req := kmsg.NewPtrConsumerGroupDescribeRequest()
-		req.Groups = []string{s.pl.group}
-		resp, err := req.RequestWith(ctx, s.cl)
-		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
-			return nil
-		}
-		for _, m := range resp.Groups[0].Members {
-			for _, tp := range m.Assignment.TopicPartitions {
-				if tp.TopicID == s.inID && m.InstanceID != nil {
-					for _, p := range tp.Partitions {
-						out[p] = *m.InstanceID
-					}
-				}
-			}
-		}
-		return out
-	}
-	gs, err := s.adm.DescribeGroups(ctx, s.pl.group)
-	if err != nil || gs.Error() != nil {
+	_, members, err := s.pl.c.DescribeGroup(ctx, s.pl.group)
+	if err != nil {
 		return nil
 	}
-	for _, m := range gs[s.pl.group].Members {
-		if a, ok := m.Assigned.AsConsumer(); ok && m.InstanceID != nil {
-			for _, tp := range a.Topics {
-				if tp.Topic == s.pl.in {
-					for _, p := range tp.Partitions {
-						out[p] = *m.InstanceID
-					}
-				}
-			}
+	out := make(map[int32]string)
+	for _, m := range members {
+		if m.InstanceID == "" {
+			continue
+		}
+		for _, p := range m.Assigned[s.pl.in] {
+			out[p] = m.InstanceID
 		}
 	}
 	return out

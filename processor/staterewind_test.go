@@ -148,38 +148,14 @@ func TestStateRevokedDuringRestore(t *testing.T) {
 func (pl *pipeline) assigned(t *testing.T, instance string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if kafkatest.Consumer848() {
-		return pl.assigned848(ctx, instance)
-	}
-	gs, err := pl.c.Admin.DescribeGroups(ctx, pl.group)
-	if err != nil || gs.Error() != nil {
+	_, members, err := pl.c.DescribeGroup(ctx, pl.group)
+	if err != nil {
 		return 0
 	}
 	n := 0
-	for _, m := range gs[pl.group].Members {
-		if m.InstanceID == nil || *m.InstanceID != instance {
-			continue
-		}
-		if a, ok := m.Assigned.AsConsumer(); ok {
-			for _, tp := range a.Topics {
-				n += len(tp.Partitions)
-			}
-		}
-	}
-	return n
-}
-
-// assigned848 is assigned for a KIP-848 group, which DescribeGroups does
-// not describe.
-func (pl *pipeline) assigned848(ctx context.Context, instance string) int {
-	gs, err := pl.c.Admin.DescribeConsumerGroups(ctx, pl.group)
-	if err != nil || gs.Error() != nil {
-		return 0
-	}
-	n := 0
-	for _, m := range gs[pl.group].Members {
-		if m.InstanceID != nil && *m.InstanceID == instance {
-			for _, ps := range m.Assignment {
+	for _, m := range members {
+		if m.InstanceID == instance {
+			for _, ps := range m.Assigned {
 				n += len(ps)
 			}
 		}
