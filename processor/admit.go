@@ -128,15 +128,30 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 	return nil
 }
 
-// backpressure pauses fetching from partitions at their bound (or all, at
-// the total bound) and resumes them once they drain. Fetched records stay
-// in their partition's queue, so nothing newer overtakes them.
+// backpressure pauses fetching from a partition that takes more than its
+// part of the total bound (a slow or stuck session holds its window while
+// its queue grows), or whose completions wait for room in the commit
+// metadata, and resumes it once its queue has drained to half the limit. Fetched records stay in their
+// partition's queue, so nothing newer overtakes them.
+//
+// The total bound itself needs no pause: poll takes no more than the free
+// room, and franz-go fetches no more from a broker while it holds a fetch
+// of that broker's partitions not yet taken. Pausing is kept for isolation,
+// and the limit is generous because it is not cheap: franz-go drops a
+// paused partition's buffered fetch and fetches it again on resume.
+// Pausing every partition at the total bound, and each one whenever a poll
+// brought it more than a window, fetched the input two to three times over
+// on a 3-node cluster. For the same reason one fetch of a partition is kept
+// well under the limit (inputFetchBytes).
 func (l *lifetime) backpressure() {
-	overTotal := l.totalBuffered() >= l.cfg.maxBuffer
+	limit := 2 * l.queueShare()
 	var pause, resume map[string][]int32
 	now := time.Now()
 	for _, p := range l.parts {
-		want := overTotal || len(p.undispatched) >= l.cfg.maxPartitionBuffer || len(p.held) > 0
+		// Resumed at half the limit, not just under it: a resumed
+		// partition's next fetch lands at once, and pausing again would
+		// drop it.
+		want := len(p.held) > 0 || len(p.undispatched) >= limit || p.paused && len(p.undispatched) > limit/2
 		if want == p.paused {
 			continue
 		}
@@ -158,6 +173,22 @@ func (l *lifetime) backpressure() {
 	if resume != nil {
 		l.s.ResumeFetchPartitions(resume)
 	}
+}
+
+// inputFetchBytes is the transactional client's kgo.FetchMaxPartitionBytes
+// (Java's max.partition.fetch.bytes). franz-go's default of 1MiB holds about
+// 40,000 small compressed records, more than a partition's queue limit at
+// six partitions: one fetch reached the limit, and the pause dropped the
+// rest of it.
+const inputFetchBytes = 256 << 10
+
+// queueShare is what each other partition keeps of the total bound while
+// one queues twice that (the backpressure limit): the total split among the
+// assigned partitions and one more, and at least the per-partition bound.
+// One poll takes at most this much, so that it cannot carry a partition
+// from an empty queue past the limit.
+func (l *lifetime) queueShare() int {
+	return max(l.cfg.maxPartitionBuffer, l.cfg.maxBuffer/(1+max(1, l.group.assignedCount(), len(l.parts))))
 }
 
 // pauseLogInterval rate-limits the Info logs of pauses and resumes per

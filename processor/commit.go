@@ -22,18 +22,9 @@ func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 	}
 	began := time.Now()
 	l.p.metrics.observeCommitStart(began)
-	// Flush first: a record that failed must be seen before the offsets
-	// of its input are committed, or the input would be lost. Everything
-	// the gate holds goes into this transaction; its end, committed or
-	// not, closes the gate for the next one. A zombie's flush can time
-	// out too: it must stop, not rebuild and take its instance ID back
-	// (finding 6), which FlushFailed decides.
+	// The transaction's end, committed or not, closes the gate for the
+	// next one.
 	defer l.txn.gate.reset()
-	fctx, cancel := context.WithTimeout(l.produceCtx, l.cfg.txnTimeout)
-	defer cancel()
-	if err := l.txn.gate.releaseForCommit(fctx); err != nil {
-		return l.s.FlushFailed(ctx, err)
-	}
 	plans := make(map[tp]commitPlan, len(l.parts))
 	for k, p := range l.parts {
 		base, done := p.commitPoint()
@@ -42,26 +33,53 @@ func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 	for _, ks := range l.keyspaces {
 		ks.planned(l.txn, l.parts, plans) // before the flush, which must cover them
 	}
-	if err := l.s.Flush(fctx); err != nil {
-		return l.s.FlushFailed(ctx, err)
-	}
-	if perr := l.txn.takeProduceErr(); perr != nil {
-		l.cfg.logger.Warn("a produce failed; aborting the transaction", "err", perr)
-		if err := l.s.Abort(ctx); err != nil {
-			return err
-		}
-		if e := l.s.CheckFenced(ctx, "produce", perr); e.Class != txn.ClassAbortable {
-			return e
-		}
+	sent := make(map[tp]bool, len(plans))
+	spanCtx, span := l.startCommit(ctx)
+	res := l.endTxn(spanCtx, offsetsFrom(plans, sent), overlap && l.canOverlap())
+	endCommit(span, res.committed, res.err)
+	switch {
+	case res.err != nil:
+		return res.err
+	case res.produceFailed:
+		l.rewindAll()
+		return nil
+	case !res.committed:
+		l.p.stats.aborts.Add(1)
+		l.cfg.logger.Info("transaction aborted (group rebalanced or commit refused); redoing from the last commit")
 		l.rewindAll()
 		return nil
 	}
-	sent := make(map[tp]bool, len(plans))
-	// The request starts from the client's polled heads, which a rewind
-	// moves back to the last commit even where we are further on: every
-	// partition we track is committed from our own plan, added if the
-	// client left it out, dropped if we no longer own it.
-	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
+	if h := l.p.hooks.afterEndTxn; h != nil {
+		if err := h(pendingStateWrites(l.parts)); err != nil {
+			return err
+		}
+	}
+	for _, ks := range l.keyspaces {
+		if err := ks.apply(l.txn, l.parts); err != nil {
+			return err
+		}
+	}
+	for k := range sent {
+		p := l.parts[k]
+		pl := plans[k]
+		l.cfg.logger.Debug("committed partition", "topic", k.topic, "partition", k.partition, "offset", pl.base, "done", pl.done)
+		p.committed, p.committedDone = pl.base, pl.done
+		p.doneSinceCommit -= pl.doneBefore // what finished while it ended belongs to the next
+	}
+	l.p.stats.commits.Add(1)
+	l.p.stats.commitNanos.Add(int64(time.Since(began)))
+	l.txn.settle(&l.p.stats)
+	l.cfg.logger.Debug("committed", "took", time.Since(began))
+	return nil
+}
+
+// offsetsFrom returns the rewrite of the transaction's offset commit, which
+// records in sent the partitions it commits. The request starts from the
+// client's polled heads, which a rewind moves back to the last commit even
+// where we are further on: every partition we track is committed from our
+// own plan, added if the client left it out, dropped if we no longer own it.
+func offsetsFrom(plans map[tp]commitPlan, sent map[tp]bool) func(*kmsg.TxnOffsetCommitRequest) error {
+	return func(req *kmsg.TxnOffsetCommitRequest) error {
 		topics := req.Topics[:0]
 		for _, t := range req.Topics {
 			parts := t.Partitions[:0]
@@ -100,47 +118,6 @@ func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 		}
 		return nil
 	}
-	start := time.Now()
-	spanCtx, span := l.startCommit(ctx)
-	// Bounded: after this member was expelled (a stall past the session
-	// timeout), End waits for a heartbeat that the blocked group loop never
-	// serves. A timeout is an unknown outcome: rebuild and re-read.
-	cctx, cancel := context.WithTimeout(spanCtx, l.cfg.txnTimeout)
-	committed, err := l.endTxn(cctx, rewrite, overlap && l.canOverlap())
-	cancel()
-	l.p.metrics.observeCommit(time.Since(start))
-	endCommit(span, committed, err)
-	if err != nil {
-		return err
-	}
-	if !committed {
-		l.p.stats.aborts.Add(1)
-		l.cfg.logger.Info("transaction aborted (group rebalanced or commit refused); redoing from the last commit")
-		l.rewindAll()
-		return nil
-	}
-	if h := l.p.hooks.afterEndTxn; h != nil {
-		if err := h(pendingStateWrites(l.parts)); err != nil {
-			return err
-		}
-	}
-	for _, ks := range l.keyspaces {
-		if err := ks.apply(l.txn, l.parts); err != nil {
-			return err
-		}
-	}
-	for k := range sent {
-		p := l.parts[k]
-		pl := plans[k]
-		l.cfg.logger.Debug("committed partition", "topic", k.topic, "partition", k.partition, "offset", pl.base, "done", pl.done)
-		p.committed, p.committedDone = pl.base, pl.done
-		p.doneSinceCommit -= pl.doneBefore // what finished while it ended belongs to the next
-	}
-	l.p.stats.commits.Add(1)
-	l.p.stats.commitNanos.Add(int64(time.Since(began)))
-	l.txn.settle(&l.p.stats)
-	l.cfg.logger.Debug("committed", "took", time.Since(start))
-	return nil
 }
 
 // commitPlan is what a transaction commits for one input partition.
@@ -158,34 +135,34 @@ func (l *lifetime) canOverlap() bool {
 	return len(l.keyspaces) == 0 && l.p.hooks.afterEndTxn == nil
 }
 
-// endTxn commits the offsets and ends the transaction. With overlap the
-// loop goes on meanwhile without touching the client, which allows no
-// poll or produce while a transaction ends: finished records are admitted
-// into the next transaction (their records held until it opens), held
-// completions taken, and freed window room refilled from records already
-// fetched, so that handlers keep working through the commit's round trips.
-func (l *lifetime) endTxn(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error, overlap bool) (bool, error) {
+// endResult is how a transaction's end went: committed, aborted by the
+// group (neither flag), or aborted because a produce failed.
+type endResult struct {
+	committed, produceFailed bool
+	err                      error
+}
+
+// endTxn ends the transaction. With overlap the loop goes on meanwhile
+// without touching the client, which allows no poll or produce until the
+// transaction has ended: finished records are admitted into the next
+// transaction (their records held until it opens), held completions taken,
+// and freed window room refilled from records already fetched, so that
+// handlers keep working through the flush and the commit's round trips.
+func (l *lifetime) endTxn(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error, overlap bool) endResult {
 	if !overlap {
-		return l.s.Commit(ctx, rewrite)
+		return l.end(ctx, rewrite)
 	}
-	type result struct {
-		committed bool
-		err       error
-	}
-	done := make(chan result, 1)
+	done := make(chan endResult, 1)
 	l.txn.close()
-	go func() {
-		committed, err := l.s.Commit(ctx, rewrite)
-		done <- result{committed, err}
-	}()
+	go func() { done <- l.end(ctx, rewrite) }()
 	var loopErr error
 	for {
 		select {
 		case r := <-done:
 			if loopErr != nil {
-				return false, loopErr
+				return endResult{err: loopErr}
 			}
-			return r.committed, r.err
+			return r
 		case <-l.r.comps.wake:
 		}
 		if loopErr != nil {
@@ -196,6 +173,43 @@ func (l *lifetime) endTxn(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommi
 			loopErr = l.checkStuck(ctx)
 		}
 	}
+}
+
+// end sends what the gate holds, flushes and commits. It touches only the
+// client, the gate and the transaction's produce error, so it may run
+// beside the loop (see endTxn). The flush comes first: a record that failed
+// must be seen before the offsets of its input are committed, or the input
+// would be lost. A zombie's flush can time out too: it must stop, not
+// rebuild and take its instance ID back (finding 6), which FlushFailed
+// decides.
+func (l *lifetime) end(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error) endResult {
+	fctx, cancel := context.WithTimeout(l.produceCtx, l.cfg.txnTimeout)
+	defer cancel()
+	if err := l.txn.gate.releaseForCommit(fctx); err != nil {
+		return endResult{err: l.s.FlushFailed(ctx, err)}
+	}
+	if err := l.s.Flush(fctx); err != nil {
+		return endResult{err: l.s.FlushFailed(ctx, err)}
+	}
+	if perr := l.txn.takeProduceErr(); perr != nil {
+		l.cfg.logger.Warn("a produce failed; aborting the transaction", "err", perr)
+		if err := l.s.Abort(ctx); err != nil {
+			return endResult{err: err}
+		}
+		if e := l.s.CheckFenced(ctx, "produce", perr); e.Class != txn.ClassAbortable {
+			return endResult{err: e}
+		}
+		return endResult{produceFailed: true}
+	}
+	start := time.Now()
+	// Bounded: after this member was expelled (a stall past the session
+	// timeout), End waits for a heartbeat that the blocked group loop never
+	// serves. A timeout is an unknown outcome: rebuild and re-read.
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.txnTimeout)
+	defer cancel()
+	committed, err := l.s.Commit(cctx, rewrite)
+	l.p.metrics.observeCommit(time.Since(start))
+	return endResult{committed: committed, err: err}
 }
 
 // rewindAll drops everything after the last commit: the transaction was

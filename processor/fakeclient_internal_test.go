@@ -24,10 +24,12 @@ type fakeClient struct {
 
 	// abortNext makes the next Commit abort (a rebalance or a refused
 	// offset commit); failNext fails the next produced record; a Commit
-	// waits for ending, when set, before it ends the transaction.
+	// waits for ending, when set, before it ends the transaction; the
+	// next Flush waits for flushing, when set.
 	abortNext bool
 	failNext  error
 	ending    chan struct{}
+	flushing  chan struct{}
 
 	outputs []*kgo.Record // records of committed transactions, in produce order
 	offsets map[tp]kmsg.TxnOffsetCommitRequestTopicPartition
@@ -117,6 +119,12 @@ func (c *fakeClient) Produce(_ context.Context, r *kgo.Record, promise func(*kgo
 
 func (c *fakeClient) Flush(context.Context) error {
 	c.mu.Lock()
+	if hold := c.flushing; hold != nil {
+		c.flushing = nil
+		c.mu.Unlock()
+		<-hold
+		c.mu.Lock()
+	}
 	ps := c.promised
 	c.promised = nil
 	c.mu.Unlock()

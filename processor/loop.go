@@ -57,7 +57,8 @@ func (r *run) runLifetime(ctx context.Context) error {
 	l := r.newLifetime(ctx)
 	defer l.restores.close()
 	cfg := l.cfg
-	clientOpts := cfg.clientOpts()
+	// First, so that WithKgoOpts can override it: see backpressure.
+	clientOpts := append([]kgo.Opt{kgo.FetchMaxPartitionBytes(inputFetchBytes)}, cfg.clientOpts()...)
 	if topics := cfg.changelogTopics(); len(topics) > 0 {
 		clientOpts = append(clientOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
 	}
@@ -198,23 +199,27 @@ func (l *lifetime) run(ctx context.Context) error {
 }
 
 // poll fetches up to the free buffer room, waiting until the next commit
-// at most. Fetching of full partitions is paused (see backpressure). One
-// poll takes at most four per-partition bounds per fetching partition, so
-// that memory follows what the partitions can run rather than the total
-// bound: a poll lands in partitions before backpressure can pause them.
+// at most. One poll takes at most four per-partition bounds per fetching
+// partition, so that memory follows what the partitions can run rather
+// than the total bound, and at most one partition's queue share: a poll
+// may land in one partition before backpressure can pause it. With no room
+// it takes nothing and only waits: franz-go keeps what it fetched, and
+// fetches no more from those brokers, until the loop takes it.
 func (l *lifetime) poll(ctx context.Context) error {
-	room := min(l.cfg.maxBuffer-l.totalBuffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.fetching()))
+	room := min(l.cfg.maxBuffer-l.totalBuffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.fetching()), l.queueShare())
 	pctx, cancel := context.WithDeadline(ctx, l.sched.next(l.s.InTxn()))
 	defer cancel()
-	if room <= 0 {
-		room = 1 // every partition is paused; poll only to let rebalances in
-	}
 	l.r.comps.pollWake.Store(&cancel)
 	if l.r.comps.pending() || l.txn.gate.ready() {
 		cancel() // woken before the wake was armed: do not wait
 	}
-	fs := l.s.Poll(pctx, room)
-	if fs.NumRecords() >= room {
+	var fs kgo.Fetches
+	if room > 0 {
+		fs = l.s.Poll(pctx, room)
+	} else {
+		<-pctx.Done()
+	}
+	if room <= 0 || fs.NumRecords() >= room {
 		l.saturated = true // more may wait in the client's buffer
 	}
 	l.r.comps.pollWake.Store(nil)

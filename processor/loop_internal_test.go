@@ -361,3 +361,79 @@ func TestLoopAbortWhileEndingDropsNextTransaction(t *testing.T) {
 	require.Equal(t, int64(4), off)
 	require.Len(t, h.c.outputs, 4)
 }
+
+// TestLoopAdmitsWhileFlushing: the loop goes on while the ending
+// transaction's records are flushed, not only while EndTxn runs (on a
+// replicated cluster the flush is most of a commit): a record that finishes
+// during the flush is admitted into the next transaction, and the window
+// room it frees is refilled, so offset 3 is handled before the flush ends.
+func TestLoopAdmitsWhileFlushing(t *testing.T) {
+	b := newBlocker(1)
+	handled3 := make(chan struct{})
+	h := newLoopHarness(t, func(ctx context.Context, r *kgo.Record, out Emitter) error {
+		if r.Offset == 3 {
+			close(handled3)
+		}
+		return b.handle(ctx, r, out)
+	}, WithMaxBuffered(2, 100))
+	h.intake(records(0, 4, 4)...)
+	// 0 and 2 done, 1 blocked, 3 waits for room in the window of 2.
+	h.settle(func() bool { return h.l.unfinished() == 1 && len(h.part().undispatched) == 1 })
+	require.Eventually(t, h.l.txn.gate.ready, 10*time.Second, time.Millisecond, "the first record's own flush")
+	flushing := make(chan struct{})
+	h.c.mu.Lock()
+	h.c.flushing = flushing
+	h.c.mu.Unlock()
+	var duringFlush bool
+	go func() {
+		b.release(1)
+		select {
+		case <-handled3:
+			duringFlush = true
+		case <-time.After(5 * time.Second):
+		}
+		close(flushing)
+	}()
+	require.NoError(t, h.l.commit(context.Background(), true))
+	require.True(t, duringFlush, "offset 3 was not dispatched while the flush waited")
+	off, _ := h.committed()
+	require.Equal(t, int64(1), off)
+	require.NoError(t, h.l.txn.open())
+	h.settle(h.idle)
+	h.commit()
+	off, _ = h.committed()
+	require.Equal(t, int64(4), off)
+	require.Len(t, h.c.outputs, 4)
+}
+
+// TestLoopBacklogWaitsWithoutPausing: with the total bound reached the loop
+// takes no records and pauses nothing (franz-go drops a paused partition's
+// buffered fetch and fetches it again); a partition whose queue takes more
+// than its part of the total is paused, and resumed once it drains.
+func TestLoopBacklogWaitsWithoutPausing(t *testing.T) {
+	b := newBlocker(0)
+	h := newLoopHarness(t, b.handle, WithMaxBuffered(10, 40))
+	h.intake(records(0, 40, 40)...)
+	h.settle(func() bool { return h.l.unfinished() == 1 })
+	require.Equal(t, 40, h.l.totalBuffered())
+	h.c.fetch("in", 0, records(40, 50, 40)...)
+	require.NoError(t, h.l.poll(context.Background()))
+	h.c.mu.Lock()
+	untaken := len(h.c.fetches)
+	h.c.mu.Unlock()
+	require.Equal(t, 1, untaken, "a full buffer takes nothing from the client")
+	h.l.backpressure()
+	require.False(t, h.c.isPaused("in", 0), "a full buffer is not a reason to pause")
+
+	// With a second partition, in/0 may queue twice what in/1 keeps:
+	// 2 x 40/3 = 26 records; its 30 are too many.
+	h.l.partition("in", 1)
+	h.l.backpressure()
+	require.True(t, h.c.isPaused("in", 0), "a partition that holds more than its part")
+	require.False(t, h.c.isPaused("in", 1))
+
+	b.release(0)
+	h.settle(func() bool { return h.l.unfinished() == 0 && len(h.part().undispatched) < 26 })
+	h.l.backpressure()
+	require.False(t, h.c.isPaused("in", 0))
+}

@@ -228,15 +228,20 @@ func WithSessionKey(fn func(*kgo.Record) []byte) Opt {
 // goroutine). No Kafka setting. Default 10s.
 func WithIdleSessionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.idleSession = d }) }
 
-// WithMaxBuffered bounds fetched but unfinished records per partition and
-// in total. Fetching pauses at the bounds; nothing is dropped. The
-// per-partition bound also limits how far past its lowest unfinished record
-// a partition runs ahead, and so the size of the map of finished records in
-// the commit metadata: at 1,000 it stays well inside the broker's default
-// 4096 bytes. The per-partition bound is Kafka Streams'
-// buffered.records.per.partition (default 1000); the total plays the part
-// of its input.buffer.max.bytes, in records. Default 1,000 per partition
-// and 100,000 in total.
+// WithMaxBuffered bounds how far a partition runs ahead of its lowest
+// unfinished record (perPartition: records handed to sessions and not yet
+// passed by the commit point) and the fetched, unfinished records in total.
+// The processor takes no more records from the client than the total
+// leaves room for; a partition whose queue grows past twice its share of
+// the total (a slow or stuck session holds its window) has its fetching
+// paused, so that it cannot take the room the others need. Nothing is
+// dropped. The per-partition bound also sizes the map of finished records
+// in the commit metadata: at 1,000 it stays well inside the broker's
+// default 4096 bytes. It plays the part of Kafka Streams'
+// buffered.records.per.partition (default 1000), and the total that of its
+// input.buffer.max.bytes, in records; franz-go's own fetch buffer (at most
+// one fetch per broker, kgo.FetchMaxBytes) comes on top. Default 1,000 per
+// partition and 100,000 in total.
 func WithMaxBuffered(perPartition, total int) Opt {
 	return opt(func(c *config) { c.maxPartitionBuffer, c.maxBuffer = perPartition, total })
 }

@@ -9,7 +9,7 @@ import "time"
 // interval after that end. The floor adapts to the load: it halves, down
 // to the minimum, after a commit the loop could keep up with, and doubles,
 // up to the interval, after one during which work was waiting for room
-// (fetching paused on a partition's bound). So light load commits almost
+// (the buffer full, or a partition paused). So light load commits almost
 // as soon as results exist and the commit round trip is the latency,
 // while heavy load commits less often and amortises each commit's fixed
 // cost over more records, as a fixed interval does.
