@@ -37,7 +37,7 @@ func headerEventID(r *kgo.Record) []byte {
 // systems as an idempotency key.
 func EventID(ctx context.Context) []byte {
 	if it := itemFrom(ctx); it != nil {
-		return it.eventID
+		return it.eventID()
 	}
 	return nil
 }
@@ -81,10 +81,11 @@ func OnceNamed(ctx context.Context, effect string, fn func(ctx context.Context) 
 	if len(effect) > MaxEffectNameLen {
 		return false, fmt.Errorf("processor: effect name of %d bytes, longer than %d", len(effect), MaxEffectNameLen)
 	}
-	if it.eventID == nil {
+	id := it.eventID()
+	if id == nil {
 		return true, fn(ctx)
 	}
-	return d.tgt.store.Once(ctx, d.tgt.effectKey(effect, it.eventID), fn)
+	return d.tgt.store.Once(ctx, d.tgt.effectKey(effect, id), fn)
 }
 
 // dedupeOptions returns the options the store is opened with: the

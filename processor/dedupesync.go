@@ -111,9 +111,10 @@ func (d *partDedupe) screen(its []*item) error {
 			it.dlq = deadLetter(cfg.dlq, it, reasonEventIDTooLong, err, 0, time.Time{})
 			continue
 		}
-		it.eventID = id
+		x := it.extra()
+		x.eventID = id
 		if _, ok := d.pending[string(id)]; ok {
-			it.dup = true
+			x.dup = true
 			continue
 		}
 		keys = append(keys, d.tgt.markKey(id))
@@ -127,13 +128,15 @@ func (d *partDedupe) screen(its []*item) error {
 		return fmt.Errorf("processor: looking up event IDs of %s/%d: %w", d.tgt.topic, d.tgt.partition, err)
 	}
 	for i, it := range ask {
-		_, pending := d.pending[string(it.eventID)] // claimed earlier in this batch
+		x := it.x // set above
+		// Claimed earlier in this batch?
+		_, pending := d.pending[string(x.eventID)]
 		if seen[i] || pending {
-			it.dup = true
+			x.dup = true
 			continue
 		}
-		d.pending[string(it.eventID)] = struct{}{}
-		it.claimed = true
+		d.pending[string(x.eventID)] = struct{}{}
+		x.claimed = true
 	}
 	return nil
 }
@@ -143,12 +146,12 @@ func (d *partDedupe) screen(its []*item) error {
 // ID, value the mark time), and counts a duplicate. A stuck record,
 // dead-lettered, is accounted for: it is marked too.
 func (d *partDedupe) produce(t *transaction, it *item, stuck bool) {
-	if it.claimed {
+	if x := it.x; x != nil && x.claimed {
 		at := d.ks.opts.Clock.Now()
-		t.produceChangelog(d.changelog, d.tgt.partition, it.eventID, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())))
-		d.txn = append(d.txn, markWrite{it.eventID, at})
+		t.produceChangelog(d.changelog, d.tgt.partition, x.eventID, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())))
+		d.txn = append(d.txn, markWrite{x.eventID, at})
 	}
-	if it.dup && !stuck {
+	if it.isDup() && !stuck {
 		t.counts.dups++
 	}
 }

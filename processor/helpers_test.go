@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
@@ -160,9 +161,36 @@ func (pl *pipeline) waitDone(t *testing.T, timeout time.Duration) verify.Report 
 	deadline := time.Now().Add(timeout)
 	for {
 		rep := pl.read(t)
-		if rep.Lost == 0 || time.Now().After(deadline) {
+		if rep.Lost == 0 {
+			return rep
+		}
+		if time.Now().After(deadline) {
+			pl.logPositions(t)
 			return rep
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// logPositions logs the group's committed input offsets beside the input's
+// end offsets, which tell a loss (committed past records without output)
+// from a stall (committed short of the end) when waitDone gives up.
+func (pl *pipeline) logPositions(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	committed, err := pl.c.Admin.FetchOffsets(ctx, pl.group)
+	if err != nil {
+		t.Logf("committed offsets of %s: %v", pl.group, err)
+		return
+	}
+	ends, err := pl.c.Admin.ListEndOffsets(ctx, pl.in)
+	if err != nil {
+		t.Logf("end offsets of %s: %v", pl.in, err)
+		return
+	}
+	ends.Each(func(e kadm.ListedOffset) {
+		o, _ := committed.Lookup(pl.in, e.Partition)
+		t.Logf("%s/%d: committed %d (metadata %d bytes), end %d", pl.in, e.Partition, o.At, len(o.Metadata), e.Offset)
+	})
 }

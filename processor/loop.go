@@ -37,6 +37,7 @@ type lifetime struct {
 	// part of (keyspace.go); empty without any.
 	keyspaces []keyspace
 
+	lane      [8]byte // the session key of an Unordered record (sessionKey)
 	sched     commitSchedule
 	saturated bool // work waited for room in the open transaction (see commitSchedule)
 	// now is the clock's time after the last poll (or drain wait): one
@@ -300,7 +301,7 @@ func (l *lifetime) dispatchWindow(p *partition) error {
 	}
 	for i, it := range batch {
 		batch[i] = nil
-		if it.dup || it.dlq != nil { // screened out: done without its handler
+		if it.isDup() || it.dlq != nil { // screened out: done without its handler
 			l.r.comps.push(it)
 			continue
 		}
@@ -315,8 +316,9 @@ func (l *lifetime) sessionKey(p *partition, it *item) []byte {
 	case OrderByPartition:
 		return p.laneKey
 	case Unordered:
-		binary.BigEndian.PutUint64(it.lane[:], uint64(it.rec.Offset%UnorderedLanes))
-		return it.lane[:]
+		// The dispatcher copies a key it keeps, so one buffer serves.
+		binary.BigEndian.PutUint64(l.lane[:], uint64(it.rec.Offset%UnorderedLanes))
+		return l.lane[:]
 	}
 	if l.cfg.sessionKey != nil {
 		return l.cfg.sessionKey(it.rec)

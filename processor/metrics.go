@@ -175,7 +175,7 @@ func (l *lifetime) publish() {
 		m.buffered.WithLabelValues(lv...).Set(float64(p.buffered()))
 		age := 0.0
 		if len(p.pending) > 0 {
-			age = now.Sub(p.pending[0].fetched).Seconds()
+			age = now.Sub(time.Unix(0, p.pending[0].fetched)).Seconds()
 		}
 		m.oldestAge.WithLabelValues(lv...).Set(age)
 		if p.hwm >= 0 && p.next >= 0 {

@@ -17,19 +17,36 @@ import (
 // Fields are owned by one goroutine at a time: the loop until dispatch and
 // after the completion queue hands the item back; the worker running its
 // session in between. stuck is the one field both touch.
+//
+// Every fetched record is one, so it holds only what every record uses;
+// what retries, state, tracing and dedupe need is in x, allocated by the
+// first of them that needs it (the item slab was about 220 bytes a record
+// and the largest part of the processor's garbage).
 type item struct {
 	rec  *kgo.Record
 	part *partition
 	gen  uint64 // part.gen at dispatch; a mismatch makes the item stale
 
 	// Session-owned.
-	outputs      []*kgo.Record
-	dlq          *kgo.Record
-	attempts     int
+	outputs  []*kgo.Record
+	dlq      *kgo.Record
+	sess     *session
+	attempts int32
+
+	// Loop-owned.
+	done    bool
+	fetched int64 // the clock's Unix nanoseconds when fetched
+
+	stuck atomic.Bool
+	x     *itemExtra // nil until needed
+}
+
+// itemExtra is the part of an item that most records never need. Its
+// fields are owned as the item's are.
+type itemExtra struct {
+	// Session-owned.
 	firstFailure time.Time
 	writes       []stateWrite
-	lane         [8]byte // session key of Unordered
-	sess         *session
 	span         trace.Span // the handle span, from the first attempt on (tracing only)
 	spanCtx      context.Context
 
@@ -39,12 +56,48 @@ type item struct {
 	eventID []byte // nil: none, or WithDedupe is off
 	claimed bool   // the first of its event ID: marked when done
 	dup     bool   // a duplicate
+}
 
-	// Loop-owned.
-	fetched time.Time
-	done    bool
+// extra returns it.x, allocating it. Only the goroutine that owns the
+// item calls it.
+func (it *item) extra() *itemExtra {
+	if it.x == nil {
+		it.x = new(itemExtra)
+	}
+	return it.x
+}
 
-	stuck atomic.Bool
+// writes returns the state writes of the current attempt.
+func (it *item) writes() []stateWrite {
+	if it.x == nil {
+		return nil
+	}
+	return it.x.writes
+}
+
+func (it *item) eventID() []byte {
+	if it.x == nil {
+		return nil
+	}
+	return it.x.eventID
+}
+
+func (it *item) isDup() bool { return it.x != nil && it.x.dup }
+
+// span returns the handle span and its context (nil without tracing).
+func (it *item) span() (context.Context, trace.Span) {
+	if it.x == nil {
+		return nil, nil
+	}
+	return it.x.spanCtx, it.x.span
+}
+
+// resetAttempt drops what a failed attempt emitted and wrote.
+func (it *item) resetAttempt() {
+	it.outputs = it.outputs[:0]
+	if it.x != nil {
+		it.x.writes = it.x.writes[:0]
+	}
 }
 
 // Emit implements Emitter.
@@ -100,7 +153,7 @@ func (p *partition) unfinished() int { return len(p.pending) - len(p.undispatche
 // ignored and ones an earlier transaction finished are done at once. The
 // items of one fetch share one allocation.
 func (p *partition) track(recs []*kgo.Record, now time.Time) (consumed, skipped int64) {
-	gen := p.gen.Load()
+	gen, fetched := p.gen.Load(), now.UnixNano()
 	var slab []item
 	for i, r := range recs {
 		isNew, finished := p.accept(r.Offset)
@@ -120,7 +173,7 @@ func (p *partition) track(recs []*kgo.Record, now time.Time) (consumed, skipped 
 		}
 		it := &slab[0]
 		slab = slab[1:]
-		it.rec, it.part, it.gen, it.fetched = r, p, gen, now
+		it.rec, it.part, it.gen, it.fetched = r, p, gen, fetched
 		if len(p.pending) == 0 {
 			p.headSince = now
 		}

@@ -89,14 +89,15 @@ func (d *dispatcher) attempt(w *worker, it *item) (time.Duration, bool) {
 		d.abandon(it) // revoked, rewound, dead-lettered as stuck, or stopping
 		return 0, false
 	}
-	if d.tracer != nil && it.span == nil {
-		it.spanCtx, it.span = startHandle(context.Background(), d.tracer, it)
+	if d.tracer != nil && (it.x == nil || it.x.span == nil) {
+		x := it.extra()
+		x.spanCtx, x.span = startHandle(context.Background(), d.tracer, it)
 	}
-	it.outputs, it.writes = it.outputs[:0], it.writes[:0]
+	it.resetAttempt()
 	it.attempts++
 	ctx := w.ctx
-	if it.span != nil {
-		ctx = trace.ContextWithSpan(ctx, it.span)
+	if _, span := it.span(); span != nil {
+		ctx = trace.ContextWithSpan(ctx, span)
 	}
 	if len(it.part.keyspaces) > 0 { // State and Once find their keyspace through it
 		ctx = context.WithValue(ctx, itemKey{}, it)
@@ -115,45 +116,46 @@ func (d *dispatcher) attempt(w *worker, it *item) (time.Duration, bool) {
 		return 0, false
 	}
 	now := cfg.clock.Now()
-	if it.firstFailure.IsZero() {
-		it.firstFailure = now
+	x := it.extra()
+	if x.firstFailure.IsZero() {
+		x.firstFailure = now
 	}
 	var perm *PermanentError
 	reason := ""
 	switch {
 	case errors.As(err, &perm) || (cfg.permanent != nil && cfg.permanent(err)):
 		reason = reasonPermanent
-	case cfg.retry.exhausted(it.attempts, now.Sub(it.firstFailure)):
+	case cfg.retry.exhausted(int(it.attempts), now.Sub(x.firstFailure)):
 		reason = reasonRetriesExhausted
 	}
 	if reason != "" {
-		it.outputs, it.writes = it.outputs[:0], it.writes[:0]
-		it.dlq = deadLetter(cfg.dlq, it, reason, err, it.attempts, it.firstFailure)
+		it.resetAttempt()
+		it.dlq = deadLetter(cfg.dlq, it, reason, err, int(it.attempts), x.firstFailure)
 		d.finish(it, reason, err)
 		return 0, false
 	}
 	d.retries.Add(1)
-	if it.span != nil {
-		retryEvent(it.span, it.attempts, err)
+	if x.span != nil {
+		retryEvent(x.span, int(it.attempts), err)
 	}
-	return cfg.retry.delay(it.attempts), true
+	return cfg.retry.delay(int(it.attempts)), true
 }
 
 // finish hands it back to the loop, ending its span first: once the loop
 // has it, the worker must not touch it.
 func (d *dispatcher) finish(it *item, reason string, err error) {
-	if it.span != nil {
-		endHandle(it.spanCtx, it.span, it, reason, err)
-		it.span, it.spanCtx = nil, nil
+	if ctx, span := it.span(); span != nil {
+		endHandle(ctx, span, it, reason, err)
+		it.x.span, it.x.spanCtx = nil, nil
 	}
 	d.complete(it)
 }
 
 // abandon ends the span of an item that produces nothing.
 func (d *dispatcher) abandon(it *item) {
-	if it.span != nil {
-		abandonHandle(it.span, it)
-		it.span, it.spanCtx = nil, nil
+	if _, span := it.span(); span != nil {
+		abandonHandle(span, it)
+		it.x.span, it.x.spanCtx = nil, nil
 	}
 }
 

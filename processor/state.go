@@ -74,8 +74,9 @@ type partState struct {
 }
 
 func (it *item) Get(key []byte) ([]byte, bool, error) {
-	for i := len(it.writes) - 1; i >= 0; i-- {
-		if w := &it.writes[i]; bytes.Equal(w.Key, key) {
+	ws := it.writes()
+	for i := len(ws) - 1; i >= 0; i-- {
+		if w := &ws[i]; bytes.Equal(w.Key, key) {
 			return w.Value, !w.Delete, nil
 		}
 	}
@@ -90,11 +91,13 @@ func (it *item) Get(key []byte) ([]byte, bool, error) {
 }
 
 func (it *item) Set(key, value []byte) {
-	it.writes = append(it.writes, stateWrite{Write: statestore.Write{Key: bytes.Clone(key), Value: bytes.Clone(value)}})
+	x := it.extra()
+	x.writes = append(x.writes, stateWrite{Write: statestore.Write{Key: bytes.Clone(key), Value: bytes.Clone(value)}})
 }
 
 func (it *item) Delete(key []byte) {
-	it.writes = append(it.writes, stateWrite{Write: statestore.Write{Key: bytes.Clone(key), Delete: true}})
+	x := it.extra()
+	x.writes = append(x.writes, stateWrite{Write: statestore.Write{Key: bytes.Clone(key), Delete: true}})
 }
 
 func (it *item) Scan(prefix []byte, fn func(key, value []byte) bool) error {
@@ -113,7 +116,7 @@ func (it *item) Scan(prefix []byte, fn func(key, value []byte) bool) error {
 		}
 	}
 	ps.mu.Unlock()
-	for _, w := range it.writes {
+	for _, w := range it.writes() {
 		if bytes.HasPrefix(w.Key, prefix) {
 			merged[string(w.Key)] = w
 		}
@@ -136,7 +139,8 @@ func (it *item) Scan(prefix []byte, fn func(key, value []byte) bool) error {
 // publishWrites makes a finished record's writes visible to the records
 // after it, before the loop learns it finished.
 func publishWrites(it *item) {
-	if len(it.writes) == 0 {
+	ws := it.writes()
+	if len(ws) == 0 {
 		return
 	}
 	ps := partOf[*partState](it.part)
@@ -148,10 +152,10 @@ func publishWrites(it *item) {
 	if it.gen != it.part.gen.Load() || it.stuck.Load() {
 		return // rewound, revoked or dead-lettered: these writes never count
 	}
-	for i := range it.writes {
+	for i := range ws {
 		ps.seq++
-		it.writes[i].seq = ps.seq
-		ps.over[string(it.writes[i].Key)] = it.writes[i]
+		ws[i].seq = ps.seq
+		ps.over[string(ws[i].Key)] = ws[i]
 	}
 }
 
@@ -192,17 +196,18 @@ func (ps *partState) screen([]*item) error { return nil }
 // the open transaction and queues them for the store. A stuck record's
 // writes never count (markStuck).
 func (ps *partState) produce(t *transaction, it *item, stuck bool) {
-	if stuck || len(it.writes) == 0 {
+	ws := it.writes()
+	if stuck || len(ws) == 0 {
 		return
 	}
-	for _, w := range it.writes {
+	for _, w := range it.writes() {
 		var v []byte // nil: a tombstone, compaction drops the key
 		if !w.Delete {
 			v = w.Value
 		}
 		t.produceChangelog(ps.changelog, ps.p.Partition, w.Key, v)
 	}
-	ps.txn = append(ps.txn, it.writes...)
+	ps.txn = append(ps.txn, ws...)
 }
 
 // rewound starts over from the store: the overlay and the transaction's

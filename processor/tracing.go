@@ -72,7 +72,7 @@ func startHandle(ctx context.Context, tr trace.Tracer, it *item) (context.Contex
 // endHandle records the outcome, injects the span's context into the
 // outputs and the dead-letter record and ends the span.
 func endHandle(ctx context.Context, span trace.Span, it *item, reason string, err error) {
-	span.SetAttributes(attribute.Int("onceflow.attempt", it.attempts))
+	span.SetAttributes(attribute.Int("onceflow.attempt", int(it.attempts)))
 	if reason != "" {
 		span.SetAttributes(attribute.String("onceflow.dlq.reason", reason))
 		span.SetStatus(codes.Error, reason)
@@ -93,7 +93,7 @@ func endHandle(ctx context.Context, span trace.Span, it *item, reason string, er
 // rewound), was dead-lettered as stuck by the loop, or was cut short by
 // shutdown: it produced nothing from this attempt.
 func abandonHandle(span trace.Span, it *item) {
-	span.SetAttributes(attribute.Int("onceflow.attempt", it.attempts), attribute.Bool("onceflow.abandoned", true))
+	span.SetAttributes(attribute.Int("onceflow.attempt", int(it.attempts)), attribute.Bool("onceflow.abandoned", true))
 	span.End()
 }
 
