@@ -260,10 +260,10 @@ func WithCommitInterval(d time.Duration) Opt { return opt(func(c *config) { c.co
 // the next commit's start. Outputs become visible only when their
 // transaction commits, so by default the processor commits as soon as a
 // transaction holds finished work and this floor has passed: at light load
-// the commit round trip is the latency. While work waits for room (a
-// partition's fetching paused on its bound) the floor doubles after each
-// commit, up to WithCommitInterval, so heavy load commits less often and
-// spends less per record; it halves again as load falls. Equal to
+// the commit round trip is the latency. After a transaction during which
+// work waited for room (the WithMaxBuffered total reached) the floor is
+// WithCommitInterval, so a backlog commits on the interval and spends less
+// per record; it halves after each commit as load falls. Equal to
 // WithCommitInterval, commits run on a fixed interval as Kafka Streams'
 // do. No Kafka setting. Default (0): 1ms, or WithCommitInterval if that is
 // shorter.

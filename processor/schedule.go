@@ -7,12 +7,16 @@ import "time"
 // A transaction commits once it holds finished work and its floor has
 // passed since the previous commit ended, and at the latest a commit
 // interval after that end. The floor adapts to the load: it halves, down
-// to the minimum, after a commit the loop could keep up with, and doubles,
-// up to the interval, after one during which work was waiting for room
-// (the buffer full, or a partition paused). So light load commits almost
-// as soon as results exist and the commit round trip is the latency,
-// while heavy load commits less often and amortises each commit's fixed
-// cost over more records, as a fixed interval does.
+// to the minimum, after a commit the loop could keep up with, and becomes
+// the interval after one during which work was waiting for room (the
+// buffer full, or a partition paused). So light load commits almost as
+// soon as results exist and the commit round trip is the latency, while a
+// backlog commits on the interval, as a fixed interval does, and amortises
+// each commit's fixed cost over as many records. Doubling up to the
+// interval instead spent seven small commits on each backlog's start: on
+// a 3-node cluster, where a commit's markers cost the brokers about as
+// much as the records, a 500,000-record run made 38 commits instead of 28
+// and ran at 0.63-0.72x franz-go's loop instead of 0.95-1.01x.
 type commitSchedule struct {
 	minFloor, interval time.Duration
 
@@ -43,7 +47,7 @@ func (c *commitSchedule) due(now time.Time, inTxn bool) bool {
 func (c *commitSchedule) ended(now time.Time, saturated bool) {
 	c.lastEnd = now
 	if saturated {
-		c.floor = min(c.interval, max(2*c.floor, c.minFloor))
+		c.floor = c.interval
 	} else {
 		c.floor = max(c.minFloor, c.floor/2)
 	}

@@ -21,11 +21,12 @@ func TestCommitSchedule(t *testing.T) {
 		steps              []step
 	}{
 		"light load stays at the minimum": {1 * ms, 100 * ms, []step{{10 * ms, false, 1 * ms}, {20 * ms, false, 1 * ms}}},
-		"heavy load doubles up to the interval": {1 * ms, 100 * ms, []step{
-			{10 * ms, true, 2 * ms}, {20 * ms, true, 4 * ms}, {30 * ms, true, 8 * ms}, {40 * ms, true, 16 * ms},
-			{50 * ms, true, 32 * ms}, {60 * ms, true, 64 * ms}, {70 * ms, true, 100 * ms}, {80 * ms, true, 100 * ms}}},
+		"heavy load commits on the interval at once": {1 * ms, 100 * ms, []step{
+			{10 * ms, true, 100 * ms}, {120 * ms, true, 100 * ms}}},
 		"load ending halves back": {1 * ms, 100 * ms, []step{
-			{10 * ms, true, 2 * ms}, {20 * ms, true, 4 * ms}, {30 * ms, false, 2 * ms}, {40 * ms, false, 1 * ms}, {50 * ms, false, 1 * ms}}},
+			{10 * ms, true, 100 * ms}, {120 * ms, false, 50 * ms}, {180 * ms, false, 25 * ms}, {210 * ms, false, 12500 * time.Microsecond},
+			{230 * ms, false, 6250 * time.Microsecond}, {240 * ms, false, 3125 * time.Microsecond}, {250 * ms, false, 1562500 * time.Nanosecond},
+			{260 * ms, false, 1 * ms}, {270 * ms, false, 1 * ms}}},
 		"minimum equal to the interval is a fixed interval": {100 * ms, 100 * ms, []step{{10 * ms, false, 100 * ms}, {20 * ms, true, 100 * ms}}},
 	} {
 		t.Run(name, func(t *testing.T) {
