@@ -366,8 +366,11 @@ func WithPositionGuard() Opt { return opt(func(c *config) { c.positionGuard = tr
 // franz-go's default balancer's JoinGroup metadata, so that a process can
 // tell a newer holder of its instance ID from an older one that came back
 // (txn.Config.Incarnation); with kgo.Balancers set here it cannot, and
-// counts any other member with its instance ID as newer. Calls append.
-// Default: none.
+// counts any other member with its instance ID as newer. The processor's
+// transactional client fetches at most 256 KiB per partition
+// (kgo.FetchMaxPartitionBytes, Java's max.partition.fetch.bytes) so that one
+// fetch stays well inside a partition's queue (see WithMaxBuffered); set it
+// here to change that. Calls append. Default: none.
 func WithKgoOpts(opts ...kgo.Opt) Opt {
 	return opt(func(c *config) { c.kgoOpts = append(c.kgoOpts, opts...) })
 }
