@@ -131,8 +131,9 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 // backpressure pauses fetching from a partition that takes more than its
 // part of the total bound (a slow or stuck session holds its window while
 // its queue grows), or whose completions wait for room in the commit
-// metadata, and resumes it once its queue has drained to half the limit. Fetched records stay in their
-// partition's queue, so nothing newer overtakes them.
+// metadata, and resumes it once its queue has drained to half the limit.
+// Fetched records stay in their partition's queue, so nothing newer
+// overtakes them.
 //
 // The total bound itself needs no pause: poll takes no more than the free
 // room, and franz-go fetches no more from a broker while it holds a fetch
