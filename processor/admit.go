@@ -145,7 +145,7 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 // on a 3-node cluster. For the same reason one fetch of a partition is kept
 // well under the limit (inputFetchBytes).
 func (l *lifetime) backpressure() {
-	limit := 2 * l.queueShare()
+	limit := 2 * l.queueShare(l.partitionCount())
 	var pause, resume map[string][]int32
 	now := time.Now()
 	for _, p := range l.parts {
@@ -187,9 +187,9 @@ const inputFetchBytes = 256 << 10
 // one queues twice that (the backpressure limit): the total split among the
 // assigned partitions and one more, and at least the per-partition bound.
 // One poll takes at most this much, so that it cannot carry a partition
-// from an empty queue past the limit.
-func (l *lifetime) queueShare() int {
-	return max(l.cfg.maxPartitionBuffer, l.cfg.maxBuffer/(1+max(1, l.group.assignedCount(), len(l.parts))))
+// from an empty queue past the limit. n is partitionCount.
+func (l *lifetime) queueShare(n int) int {
+	return max(l.cfg.maxPartitionBuffer, l.cfg.maxBuffer/(1+max(1, n)))
 }
 
 // pauseLogInterval rate-limits the Info logs of pauses and resumes per

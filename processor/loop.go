@@ -207,7 +207,8 @@ func (l *lifetime) run(ctx context.Context) error {
 // it takes nothing and only waits: franz-go keeps what it fetched, and
 // fetches no more from those brokers, until the loop takes it.
 func (l *lifetime) poll(ctx context.Context) error {
-	room := min(l.cfg.maxBuffer-l.totalBuffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.fetching()), l.queueShare())
+	n := l.partitionCount()
+	room := min(l.cfg.maxBuffer-l.totalBuffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.fetching(n)), l.queueShare(n))
 	pctx, cancel := context.WithDeadline(ctx, l.sched.next(l.s.InTxn()))
 	defer cancel()
 	l.r.comps.pollWake.Store(&cancel)
@@ -376,9 +377,13 @@ func (l *lifetime) rewound(prev *partition) *partition {
 	return p
 }
 
-// fetching counts the assigned partitions whose fetching is not paused.
-func (l *lifetime) fetching() int {
-	n := max(l.group.assignedCount(), len(l.parts))
+// partitionCount is how many partitions the lifetime has: those assigned,
+// or those it has seen records of if more (a revoke not yet handled).
+func (l *lifetime) partitionCount() int { return max(l.group.assignedCount(), len(l.parts)) }
+
+// fetching counts, of n (partitionCount), the partitions whose fetching is
+// not paused.
+func (l *lifetime) fetching(n int) int {
 	for _, p := range l.parts {
 		if p.paused {
 			n--
