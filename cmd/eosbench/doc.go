@@ -1,9 +1,9 @@
 // Command eosbench benchmarks and verifies exactly-once
 // consume-transform-produce pipelines on Kafka.
 //
-// With no flags it starts an embedded kfake cluster, produces 200,000
+// With no flags it starts an embedded kfake cluster, produces 1,000,000
 // keyed records (1,000 sessions, 6 partitions) and runs four pipelines
-// over that same input, one after another, -count times over (7 by
+// over that same input, one after another, -count times over (3 by
 // default, interleaved: A B C D A B C D ...), each run with its own output
 // topic and consumer group:
 //
@@ -35,23 +35,24 @@
 // exactly-once mode fails verification (or the at-least-once one loses
 // records, or a run times out).
 //
-// A run of a fraction of a second is at the mercy of the machine and of
-// where its commit intervals fall, so modes are compared by the medians
-// of their runs, interleaved so that drift falls on every mode alike. (On
-// the project's loaded 2-core machine, the onceflow-session/franz-gts
-// ratios of two back-to-back invocations were up to 2x apart with one run
-// of 100,000 records; with the default 7 runs of 200,000, 1-17% apart in
-// 5 of 6 pairs, 29% in one.) The table has a row per run, in the order
-// they ran, then a row per mode with the median throughput of its runs,
-// their minimum and maximum, and ratios of medians (×gts, ×alo; each
+// A run ends at a commit, so a run of a fraction of a second is at the
+// mercy of the machine and of where its commit intervals fall: modes are
+// compared by the medians of their runs, interleaved so that drift falls
+// on every mode alike. (On the project's 2-core machine, the
+// onceflow-session/franz-gts ratios of two back-to-back invocations were
+// up to 2x apart with one run of 100,000 records and up to 27% apart with
+// 7 runs of 200,000; with the default 3 runs of 1,000,000, six invocations
+// were within 15% of each other.) The table has a row per run, in the
+// order they ran, then a row per mode with the median throughput of its
+// runs, their minimum and maximum, and ratios of medians (×gts, ×alo; each
 // run's ratios are to the baselines' medians too). Runs are grouped by
-// mode name, so a mode listed twice in -modes counts as one mode with
-// more runs. A run's "cores us/all" are the cores used on average while
-// it processed, by eosbench's process (its in-process pipelines, the
-// embedded cluster, the observer) and by the whole machine, other jobs
-// included (read from /proc; cores_eosbench, cores_machine and
-// machine_cores in -json): on a shared machine a parallel mode gains
-// only the cores the others leave it.
+// mode name, so a mode listed twice in -modes counts as one mode with more
+// runs. A run's "cores us/all" are the cores used on average while it
+// processed, by eosbench's process (its in-process pipelines, the embedded
+// cluster, the observer) and by the whole machine, other jobs included
+// (read from /proc; cores_eosbench, cores_machine and machine_cores in
+// -json): on a shared machine a parallel mode gains only the cores the
+// others leave it.
 //
 // Scenarios (-scenario) are presets; explicit flags override them. The
 // presets other than default and cpu run each mode once (-count 1):
