@@ -166,7 +166,7 @@ func (l *lifetime) run(ctx context.Context) error {
 		l.txn.gate.releaseIfReady()
 		l.backpressure()
 		wantRebalance := l.group.rebalanceWanted.Load()
-		if !wantRebalance && !l.sched.due(time.Now(), l.s.InTxn()) {
+		if !wantRebalance && !l.commitDue(time.Now()) {
 			continue
 		}
 		if wantRebalance {
@@ -199,6 +199,13 @@ func (l *lifetime) run(ctx context.Context) error {
 	}
 }
 
+// commitDue reports whether the open transaction should commit now: its
+// schedule says so, and its first record is acknowledged (see
+// openGate.holding).
+func (l *lifetime) commitDue(now time.Time) bool {
+	return l.sched.due(now, l.s.InTxn()) && !l.txn.gate.holding()
+}
+
 // poll fetches up to the free buffer room, waiting until the next commit
 // at most. One poll takes at most four per-partition bounds per fetching
 // partition, so that memory follows what the partitions can run rather
@@ -209,7 +216,15 @@ func (l *lifetime) run(ctx context.Context) error {
 func (l *lifetime) poll(ctx context.Context) error {
 	n := l.partitionCount()
 	room := min(l.cfg.maxBuffer-l.totalBuffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.fetching(n)), l.queueShare(n))
-	pctx, cancel := context.WithDeadline(ctx, l.sched.next(l.s.InTxn()))
+	deadline := l.sched.next(l.s.InTxn())
+	if l.txn.gate.holding() {
+		// No commit before the first record's acknowledgement, which
+		// wakes the poll: wait for it, not for a due time passed.
+		if d := time.Now().Add(l.cfg.commitInterval); d.After(deadline) {
+			deadline = d
+		}
+	}
+	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	l.r.comps.pollWake.Store(&cancel)
 	if l.r.comps.pending() || l.txn.gate.ready() {

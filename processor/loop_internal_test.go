@@ -437,3 +437,40 @@ func TestLoopBacklogWaitsWithoutPausing(t *testing.T) {
 	h.l.backpressure()
 	require.False(t, h.c.isPaused("in", 0))
 }
+
+// TestLoopPollsUntilFirstRecordAcked: while a transaction's first record
+// is unacknowledged the loop starts no commit and goes on polling, so what
+// it fetches meanwhile commits in the same transaction. On a replicated
+// cluster the wait is a coordinator write; committing at once had the loop
+// stop fetching through it and every record wait a transaction more.
+func TestLoopPollsUntilFirstRecordAcked(t *testing.T) {
+	h := newLoopHarness(t, func(_ context.Context, r *kgo.Record, out Emitter) error {
+		out.Emit(&kgo.Record{Topic: "out", Key: r.Key, Value: r.Value})
+		return nil
+	})
+	acked := make(chan struct{})
+	ack := sync.OnceFunc(func() { close(acked) })
+	t.Cleanup(ack) // before the harness's: its cleanup waits for the gate's flush
+	h.c.mu.Lock()
+	h.c.flushing = acked // the gate's flush of the first record waits
+	h.c.mu.Unlock()
+	h.intake(records(0, 1, 1)...)
+	h.settle(h.idle)
+	require.True(t, h.l.txn.gate.holding())
+	require.False(t, h.l.commitDue(time.Now()), "a commit while the first record is out")
+
+	h.c.fetch("in", 0, records(1, 3, 1)...)
+	require.NoError(t, h.l.poll(context.Background()))
+	h.settle(h.idle)
+	require.Len(t, h.part().pending, 0, "records polled during the wait are admitted")
+
+	ack()
+	require.Eventually(t, h.l.txn.gate.ready, 10*time.Second, time.Millisecond)
+	h.l.txn.gate.releaseIfReady()
+	require.True(t, h.l.commitDue(time.Now()))
+	h.commit()
+	require.Equal(t, 1, h.c.commits)
+	off, _ := h.committed()
+	require.Equal(t, int64(3), off, "one transaction holds all three")
+	require.Len(t, h.c.outputs, 3)
+}

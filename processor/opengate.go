@@ -23,7 +23,9 @@ import (
 // Once the first record is in, the coordinator has begun the new
 // transaction and adds further partitions without a conflict. Handlers
 // keep running while records are held; the cost is one produce round trip
-// per transaction, and commit releases what is held before its flush.
+// per transaction. The loop starts no commit before that round trip ends
+// (holding) and goes on polling through it; commit releases what is held
+// before its flush.
 type openGate struct {
 	send  func(*kgo.Record, func(*kgo.Record, error)) // the session's produce
 	flush func(context.Context) error                 // waits for every buffered record
@@ -86,6 +88,13 @@ func (g *openGate) ready() bool {
 		return false
 	}
 }
+
+// holding reports whether the transaction's first record is out and not
+// yet acknowledged. The loop starts no commit meanwhile: the commit would
+// wait for the acknowledgement anyway (releaseForCommit), and until it
+// starts the loop can still poll, so records fetched during the wait
+// join this transaction instead of the next.
+func (g *openGate) holding() bool { return g.state == gateHolding }
 
 // releaseIfReady sends what is held once the first record is acknowledged.
 func (g *openGate) releaseIfReady() {
