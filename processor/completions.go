@@ -27,16 +27,21 @@ func (q *completionQueue) push(it *item) {
 	q.mu.Lock()
 	q.items = append(q.items, it)
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
+	// A wake already pending will be taken before the items are, so it
+	// covers this one: no channel operation per record.
+	if len(q.wake) == 0 {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
 	}
 	q.wakePoll()
 }
 
-// wakePoll interrupts the loop's poll, if it is polling.
+// wakePoll interrupts the loop's poll, if it is polling. The first caller
+// takes the wake, so a burst of completions cancels the poll once.
 func (q *completionQueue) wakePoll() {
-	if wake := q.pollWake.Load(); wake != nil {
+	if wake := q.pollWake.Swap(nil); wake != nil {
 		(*wake)()
 	}
 }

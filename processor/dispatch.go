@@ -124,9 +124,33 @@ func fnv1a(b []byte) uint64 {
 // and cheaper than a modulo).
 func shardOf(h uint64, n int) int { return int((h >> 32) * uint64(n) >> 32) }
 
-// dispatch queues it on its session, scheduling the session if it had no
-// records.
-func (d *dispatcher) dispatch(key []byte, it *item) {
+// dispatchBatch is how many woken sessions dispatchAll puts on the run
+// queue at once: one lock of the run queue for several sessions, while
+// workers start on the first ones before the rest are queued.
+const dispatchBatch = 16
+
+// dispatchAll queues each item on its session (key(i) is items[i]'s),
+// scheduling the sessions that had no records. wakes is scratch space,
+// returned for reuse.
+func (d *dispatcher) dispatchAll(items []*item, key func(*item) []byte, wakes []*session) []*session {
+	for _, it := range items {
+		if s := d.enqueue(key(it), it); s != nil {
+			if wakes = append(wakes, s); len(wakes) == dispatchBatch {
+				d.scheduleAll(wakes)
+				wakes = wakes[:0]
+			}
+		}
+	}
+	if len(wakes) > 0 {
+		d.scheduleAll(wakes)
+	}
+	clear(wakes)
+	return wakes[:0]
+}
+
+// enqueue queues it on its session and returns the session if it had no
+// records: the caller schedules it.
+func (d *dispatcher) enqueue(key []byte, it *item) *session {
 	h := fnv1a(key)
 	sh := &d.shards[shardOf(h, len(d.shards))]
 	sh.mu.Lock()
@@ -145,10 +169,10 @@ func (d *dispatcher) dispatch(key []byte, it *item) {
 	it.sess = s
 	s.queue = append(s.queue, it)
 	sh.mu.Unlock()
-	if wake {
-		d.active.Add(1)
-		d.schedule(s)
+	if !wake {
+		return nil
 	}
+	return s
 }
 
 // newSession adds a session to the shard, reusing a forgotten one.
@@ -204,6 +228,17 @@ func (d *dispatcher) schedule(s *session) {
 	d.mu.Unlock()
 }
 
+// scheduleAll schedules sessions that had no records: they become active.
+func (d *dispatcher) scheduleAll(ss []*session) {
+	d.active.Add(int64(len(ss)))
+	d.mu.Lock()
+	d.runq = append(d.runq, ss...)
+	for range ss {
+		d.wakeLocked()
+	}
+	d.mu.Unlock()
+}
+
 // wakeLocked wakes an idle worker, or starts one, unless as many are on
 // their way to the run queue as sessions wait there, or maxSpinning are.
 // d.mu is held.
@@ -230,10 +265,13 @@ func (d *dispatcher) wakeLocked() {
 }
 
 // take returns the next runnable session, parking the worker while there
-// is none; nil when the worker ends (stop, or idle too long).
-func (d *dispatcher) take(w *worker, idle *time.Timer) *session {
+// is none; nil when the worker ends (stop, or idle too long). back says
+// the worker comes from a turn: it was not counted as spinning.
+func (d *dispatcher) take(w *worker, idle *time.Timer, back bool) *session {
 	d.mu.Lock()
-	d.spinning--
+	if !back {
+		d.spinning--
+	}
 	for {
 		if d.ctx.Err() != nil {
 			d.workers--
@@ -291,15 +329,14 @@ func (d *dispatcher) work(w *worker) {
 	defer d.wg.Done()
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
+	back := false // from a turn, rather than woken or started
 	for {
-		s := d.take(w, idle)
+		s := d.take(w, idle, back)
 		if s == nil {
 			return
 		}
 		d.runTurn(w, s)
-		d.mu.Lock()
-		d.spinning++ // take counts this worker as on its way back
-		d.mu.Unlock()
+		back = true
 	}
 }
 

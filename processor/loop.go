@@ -37,7 +37,8 @@ type lifetime struct {
 	// part of (keyspace.go); empty without any.
 	keyspaces []keyspace
 
-	lane      [8]byte // the session key of an Unordered record (sessionKey)
+	lane      [8]byte    // the session key of an Unordered record (sessionKey)
+	wakes     []*session // dispatchAll's scratch space
 	sched     commitSchedule
 	saturated bool // work waited for room in the open transaction (see commitSchedule)
 	// now is the clock's time after the last poll (or drain wait): one
@@ -315,14 +316,17 @@ func (l *lifetime) dispatchWindow(p *partition) error {
 			return err
 		}
 	}
+	run := batch[:0] // the items that run their handler, in order
 	for i, it := range batch {
 		batch[i] = nil
 		if it.isDup() || it.dlq != nil { // screened out: done without its handler
 			l.r.comps.push(it)
 			continue
 		}
-		l.r.d.dispatch(l.sessionKey(p, it), it)
+		run = append(run, it)
 	}
+	l.wakes = l.r.d.dispatchAll(run, func(it *item) []byte { return l.sessionKey(p, it) }, l.wakes)
+	clear(run)
 	p.undispatched = p.undispatched[n:]
 	return nil
 }
