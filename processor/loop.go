@@ -201,10 +201,16 @@ func (l *lifetime) run(ctx context.Context) error {
 }
 
 // commitDue reports whether the open transaction should commit now: its
-// schedule says so, and its first record is acknowledged (see
-// openGate.holding).
+// schedule says so, and its first record is acknowledged, or has been out
+// for a quarter of the transaction timeout (see openGate.holding).
 func (l *lifetime) commitDue(now time.Time) bool {
-	return l.sched.due(now, l.s.InTxn()) && !l.txn.gate.holding()
+	return l.sched.due(now, l.s.InTxn()) && !l.awaitingFirstRecord(now)
+}
+
+// awaitingFirstRecord reports whether the open transaction's first record
+// holds the commit off at now.
+func (l *lifetime) awaitingFirstRecord(now time.Time) bool {
+	return l.txn.gate.holding(now, l.cfg.txnTimeout/4)
 }
 
 // poll fetches up to the free buffer room, waiting until the next commit
@@ -218,10 +224,10 @@ func (l *lifetime) poll(ctx context.Context) error {
 	n := l.partitionCount()
 	room := min(l.cfg.maxBuffer-l.totalBuffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.fetching(n)), l.queueShare(n))
 	deadline := l.sched.next(l.s.InTxn())
-	if l.txn.gate.holding() {
+	if now := time.Now(); l.awaitingFirstRecord(now) {
 		// No commit before the first record's acknowledgement, which
 		// wakes the poll: wait for it, not for a due time passed.
-		if d := time.Now().Add(l.cfg.commitInterval); d.After(deadline) {
+		if d := now.Add(l.cfg.commitInterval); d.After(deadline) {
 			deadline = d
 		}
 	}

@@ -456,8 +456,9 @@ func TestLoopPollsUntilFirstRecordAcked(t *testing.T) {
 	h.c.mu.Unlock()
 	h.intake(records(0, 1, 1)...)
 	h.settle(h.idle)
-	require.True(t, h.l.txn.gate.holding())
+	require.True(t, h.l.awaitingFirstRecord(time.Now()))
 	require.False(t, h.l.commitDue(time.Now()), "a commit while the first record is out")
+	require.True(t, h.l.commitDue(time.Now().Add(h.l.cfg.txnTimeout/4)), "a first record out for a quarter of the transaction timeout no longer holds the commit off")
 
 	h.c.fetch("in", 0, records(1, 3, 1)...)
 	require.NoError(t, h.l.poll(context.Background()))

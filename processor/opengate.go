@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -33,6 +34,7 @@ type openGate struct {
 	ctx   context.Context                             // ends the flush goroutines with the lifetime
 
 	state gateState
+	since time.Time // when the first record went out
 	held  []heldRecord
 	acked chan struct{} // closed when the open transaction's first record is acknowledged
 	wg    sync.WaitGroup
@@ -59,7 +61,7 @@ func (g *openGate) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 		g.held = append(g.held, heldRecord{r, promise})
 		return
 	case gateIdle:
-		g.state = gateHolding
+		g.state, g.since = gateHolding, time.Now()
 		acked := make(chan struct{})
 		g.acked = acked
 		g.send(r, promise)
@@ -89,12 +91,16 @@ func (g *openGate) ready() bool {
 	}
 }
 
-// holding reports whether the transaction's first record is out and not
-// yet acknowledged. The loop starts no commit meanwhile: the commit would
-// wait for the acknowledgement anyway (releaseForCommit), and until it
-// starts the loop can still poll, so records fetched during the wait
-// join this transaction instead of the next.
-func (g *openGate) holding() bool { return g.state == gateHolding }
+// holding reports whether the transaction's first record has been out,
+// unacknowledged, for less than limit at now. The loop starts no commit
+// meanwhile: the commit would wait for the acknowledgement anyway
+// (releaseForCommit), and until it starts the loop can still poll, so
+// records fetched during the wait join this transaction instead of the
+// next. The limit keeps a record that cannot be delivered from holding
+// the commit, and its bounded flush, off for good.
+func (g *openGate) holding(now time.Time, limit time.Duration) bool {
+	return g.state == gateHolding && now.Sub(g.since) < limit
+}
 
 // releaseIfReady sends what is held once the first record is acknowledged.
 func (g *openGate) releaseIfReady() {
