@@ -129,9 +129,9 @@ func shardOf(h uint64, n int) int { return int((h >> 32) * uint64(n) >> 32) }
 // workers start on the first ones before the rest are queued.
 const dispatchBatch = 16
 
-// dispatchAll queues each item on its session (key(i) is items[i]'s),
-// scheduling the sessions that had no records. wakes is scratch space,
-// returned for reuse.
+// dispatchAll queues each item on its session (key returns an item's
+// session key), scheduling the sessions that had no records. wakes is
+// scratch space, returned for reuse.
 func (d *dispatcher) dispatchAll(items []*item, key func(*item) []byte, wakes []*session) []*session {
 	for _, it := range items {
 		if s := d.enqueue(key(it), it); s != nil {
