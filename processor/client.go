@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,7 +34,7 @@ type txnClient interface {
 	FlushFailed(ctx context.Context, err error) *txn.Error
 	CheckFenced(ctx context.Context, op string, err error) *txn.Error
 	// CheckReplaced judges UNRELEASED_INSTANCE_ID (KIP-848).
-	CheckReplaced(ctx context.Context, op string, err error, ours []string, waitedFor *string) *txn.Error
+	CheckReplaced(ctx context.Context, now time.Time, op string, err error, ours []string, w *txn.HolderWait) *txn.Error
 }
 
 // sessionClient is a txn.Session as the loop's client.

@@ -102,3 +102,36 @@ func TestZombieSameInstance(t *testing.T) {
 		require.Equal(t, pl.inputs, rep.Outputs)
 	})
 }
+
+// TestDuplicateInstance: a second process starts with the instance ID of a
+// live one (a misconfiguration, or a replacement started while the first
+// was only paused). One of them must stop with ErrFenced and the other
+// finish the work exactly once. Under the classic protocol the newcomer
+// takes the ID and fences the first. Under the consumer protocol (KIP-848)
+// the live holder keeps it, and the newcomer, which never held the ID,
+// cannot tell it from a crashed predecessor until the holder outlives a
+// dead member's session (twice the session timeout): then it stops rather
+// than wait for an ID that will not come (CI once saw such a process wait
+// forever in TestStatefulFaults).
+func TestDuplicateInstance(t *testing.T) {
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 2, 2000, 50)
+		pl.produce(t, 0, pl.inputs/2)
+		a := start(t, pl.opts("i1", copyHandler)...)
+		require.Eventually(t, func() bool { return pl.read(t).Outputs == pl.inputs/2 }, 30*time.Second, 50*time.Millisecond)
+
+		b := start(t, pl.opts("i1", copyHandler)...)
+		pl.produce(t, pl.inputs/2, pl.inputs)
+		fenced, survivor := b, a
+		if !kafkatest.Consumer848() {
+			fenced, survivor = a, b
+		}
+		// newPipeline's session timeout is 6 s: the newcomer stops after
+		// 12 s under KIP-848.
+		require.ErrorIs(t, fenced.wait(t, 30*time.Second), processor.ErrFenced)
+		rep := pl.waitDone(t, 60*time.Second)
+		require.NoError(t, survivor.stop(t))
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+	})
+}

@@ -9,8 +9,12 @@ import (
 )
 
 var (
-	// ErrFenced is returned by Run when a newer instance with the same
-	// instance ID (and so the same transactional ID) has taken over.
+	// ErrFenced is returned by Run when another process with the same
+	// instance ID (and so the same transactional ID) has taken over: a
+	// newer instance, or, under the consumer protocol, a live one that
+	// held the ID before this process started and kept it for longer than
+	// a dead member's session lasts (twice the group's
+	// consumer.session.timeout.ms; see WithGroupProtocol).
 	ErrFenced = txn.ErrFenced
 
 	// ErrGroupProtocolUnsupported is returned by Run when the brokers

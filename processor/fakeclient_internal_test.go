@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -186,7 +187,7 @@ func (c *fakeClient) CheckFenced(_ context.Context, op string, err error) *txn.E
 	return &txn.Error{Class: txn.ClassAbortable, Op: op, Err: err}
 }
 
-func (c *fakeClient) CheckReplaced(context.Context, string, error, []string, *string) *txn.Error {
+func (c *fakeClient) CheckReplaced(context.Context, time.Time, string, error, []string, *txn.HolderWait) *txn.Error {
 	return nil
 }
 

@@ -257,7 +257,7 @@ func (l *lifetime) poll(ctx context.Context) error {
 		case errors.Is(err, kerr.FencedInstanceID):
 			fatal = l.s.CheckFenced(ctx, "poll", err)
 		case errors.Is(err, kerr.UnreleasedInstanceID):
-			if e := l.s.CheckReplaced(ctx, "poll", err, l.r.members.list(), &l.r.waitedFor); e != nil {
+			if e := l.s.CheckReplaced(ctx, l.now, "poll", err, l.r.members.list(), &l.r.waitedFor); e != nil {
 				fatal = e
 				return
 			}

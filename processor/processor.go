@@ -80,7 +80,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			return nil
 		case errors.Is(err, ErrFenced):
 			p.stats.fenced.Add(1)
-			log.Error("fenced by a newer instance with the same instance ID; stopping",
+			log.Error("fenced: another process holds this instance ID; stopping",
 				"group", p.cfg.group, "instance", p.cfg.instanceID, "err", err)
 			return err
 		case txn.ClassOf(err) == txn.ClassReset || txn.ClassOf(err) == txn.ClassOutcomeUnknown:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/onceflow/onceflow/dedupe"
 	"github.com/onceflow/onceflow/statestore"
+	"github.com/onceflow/onceflow/txn"
 )
 
 // run is the state of one Run call that outlives its transactional
@@ -26,7 +27,7 @@ type run struct {
 	members memberIDs
 	// waitedFor is the member holding the instance ID that this Run, never
 	// a holder, waits for (the loop's; see txn.Session.CheckReplaced).
-	waitedFor string
+	waitedFor txn.HolderWait
 
 	store        *statestore.Store   // nil without WithStateStore
 	marks        *dedupe.Store       // nil without WithDedupe

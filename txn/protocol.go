@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -31,7 +32,11 @@ const (
 	// keeps it until it leaves or its session expires, so a replacement
 	// started after a crash waits out the broker's
 	// group.consumer.session.timeout.ms (45s by default), and a returning
-	// zombie cannot displace a live member.
+	// zombie cannot displace a live member. A process that never held its
+	// instance ID and finds it held for longer than a dead member's
+	// session can last (twice the group's consumer.session.timeout.ms,
+	// read with DescribeConfigs; 45s if that is refused) stops with
+	// ErrFenced: a live process has the ID.
 	GroupProtocolConsumer GroupProtocol = "consumer"
 )
 
@@ -83,48 +88,97 @@ func (s *Session) CheckGroupProtocol(ctx context.Context) error {
 	return nil
 }
 
+// HolderWait is what CheckReplaced keeps, across calls, about the member
+// holding the instance ID that a process which never held it waits for.
+// The zero value is ready to use; keep one per process (a processor Run).
+type HolderWait struct {
+	holder   string        // the first holder met
+	since    time.Time     // when it was met
+	patience time.Duration // how long a dead holder can hold the ID; 0 until read
+}
+
 // CheckReplaced judges UNRELEASED_INSTANCE_ID, which a KIP-848 member
 // gets when it joins while another member holds its instance ID: nil to
 // keep polling (the client retries the join), ClassFenced to stop. ours
 // are the member IDs this process held the ID under, in earlier Sessions
-// too; waitedFor keeps, across calls, the holder this process has been
-// waiting for (see replaced for the rules).
-func (s *Session) CheckReplaced(ctx context.Context, op string, err error, ours []string, waitedFor *string) *Error {
+// too; w keeps the holder this process has been waiting for, and now is
+// the caller's clock (see replaced for the rules).
+func (s *Session) CheckReplaced(ctx context.Context, now time.Time, op string, err error, ours []string, w *HolderWait) *Error {
 	if !errors.Is(err, kerr.UnreleasedInstanceID) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	holder, ok := s.holder848(ctx)
-	if ok && replaced(holder, ours, waitedFor) {
-		return &Error{ClassFenced, op, err}
+	if !ok {
+		return nil
+	}
+	if w.patience == 0 {
+		w.patience = 2 * s.sessionTimeout848(ctx)
+	}
+	if why := replaced(holder, ours, w, now); why != "" {
+		return &Error{ClassFenced, op, fmt.Errorf("%s: %w", why, err)}
 	}
 	return nil
 }
 
 // replaced decides whether the holder of our instance ID replaced this
-// process. A holder among ours is this process's own earlier client,
-// closed without a leave (a rebuild after a network failure): wait for its
-// session to expire. Another holder, once this process held the ID, took
-// it after this process was expelled: replaced. A process that never held
-// the ID waits for the first holder it meets (a crashed predecessor whose
-// session has not expired, or a live process with the same ID, which it
-// cannot tell apart); if the holder changes while it waits, a newer
-// process took the ID first: replaced. The coordinator orders processes,
-// not incarnations: if the newer process is expelled and an older one
-// takes the ID, the newer one stops (exactly-once holds either way: every
-// takeover bumps the transactional epoch).
-func replaced(holder string, ours []string, waitedFor *string) bool {
+// process, and says why ("" to wait). A holder among ours is this
+// process's own earlier client, closed without a leave (a rebuild after a
+// network failure): wait for its session to expire. Another holder, once
+// this process held the ID, took it after this process was expelled:
+// replaced. A process that never held the ID waits for the first holder it
+// meets: a crashed predecessor whose session has not expired, or a live
+// process with the same ID (a newer one that took the ID while this one
+// was stopped, or a duplicate). A dead holder is gone within the group's
+// session timeout, twice that if the coordinator moved and restarted its
+// timer (w.patience); one that holds on longer is alive: replaced. So is
+// this process if the holder changes while it waits (a newer process took
+// the ID first). The coordinator orders processes, not incarnations: if
+// the newer process is expelled and an older one takes the ID, the newer
+// one stops (exactly-once holds either way: every takeover bumps the
+// transactional epoch).
+func replaced(holder string, ours []string, w *HolderWait, now time.Time) string {
 	switch {
 	case holder == "" || slices.Contains(ours, holder):
-		return false
+		return ""
 	case len(ours) > 0:
-		return true
-	case *waitedFor == "":
-		*waitedFor = holder
-		return false
+		return fmt.Sprintf("member %s took this process's instance ID after it was expelled", holder)
+	case w.holder == "":
+		w.holder, w.since = holder, now
+		return ""
+	case holder != w.holder:
+		return fmt.Sprintf("member %s took the instance ID first, after %s released it", holder, w.holder)
+	case now.Sub(w.since) > w.patience:
+		return fmt.Sprintf("member %s has held the instance ID for %v, longer than a dead member's session lasts (%v): a live process has it", holder, now.Sub(w.since).Round(time.Millisecond), w.patience)
 	}
-	return holder != *waitedFor
+	return ""
+}
+
+// sessionTimeout848 reads the group's consumer.session.timeout.ms (which
+// falls back to the brokers' group.consumer.session.timeout.ms); Kafka's
+// default, 45s, if it cannot be read.
+func (s *Session) sessionTimeout848(ctx context.Context) time.Duration {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, s.cfg.Group
+	res.ConfigNames = []string{"consumer.session.timeout.ms"}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, s.gts.Client())
+	if err != nil {
+		return defaultSessionTimeout
+	}
+	for _, r := range resp.Resources {
+		for _, c := range r.Configs {
+			if c.Value == nil || r.ErrorCode != 0 {
+				continue
+			}
+			if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && ms > 0 {
+				return time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+	return defaultSessionTimeout
 }
 
 // holder848 returns the member ID holding our instance ID ("" if none;

@@ -166,27 +166,37 @@ func TestJudgeHolder848(t *testing.T) {
 // TestReplaced848: when UNRELEASED_INSTANCE_ID means this process was
 // replaced (stop) and when it waits.
 func TestReplaced848(t *testing.T) {
+	const patience = 6 * time.Second
+	type check struct {
+		holder string
+		at     time.Duration // since the first check
+		want   bool
+	}
 	for _, tc := range []struct {
 		name      string
-		holders   []string // what successive checks find
 		ours      []string
-		want      []bool
+		checks    []check
 		waitedFor string
 	}{
-		{"our earlier client holds it", []string{"m0", "m0"}, []string{"m0", "m1"}, []bool{false, false}, ""},
-		{"held it, another holds it now", []string{"n"}, []string{"m0"}, []bool{true}, ""},
-		{"never held it, one holder all along", []string{"d", "d", "d"}, nil, []bool{false, false, false}, "d"},
-		{"never held it, the holder changed", []string{"d", "n"}, nil, []bool{false, true}, "d"},
-		{"nobody holds it", []string{"", ""}, nil, []bool{false, false}, ""},
+		{"our earlier client holds it", []string{"m0", "m1"}, []check{{"m0", 0, false}, {"m0", time.Minute, false}}, ""},
+		{"held it, another holds it now", []string{"m0"}, []check{{"n", 0, true}}, ""},
+		{"never held it, one holder within patience", nil, []check{{"d", 0, false}, {"d", time.Second, false}, {"d", patience, false}}, "d"},
+		{"never held it, the holder changed", nil, []check{{"d", 0, false}, {"n", time.Second, true}}, "d"},
+		// A newer process took the ID before this one first looked (it
+		// was stopped meanwhile): only time tells it from a dead holder.
+		{"never held it, one holder past patience", nil, []check{{"n", 0, false}, {"n", patience + time.Millisecond, true}}, "n"},
+		{"nobody holds it", nil, []check{{"", 0, false}, {"", time.Minute, false}}, ""},
+		{"nobody, then a holder: patience starts then", nil, []check{{"", 0, false}, {"d", time.Minute, false}, {"d", time.Minute + patience, false}}, "d"},
 	} {
-		var waitedFor string
-		for i, h := range tc.holders {
-			if got := replaced(h, tc.ours, &waitedFor); got != tc.want[i] {
-				t.Errorf("%s: check %d (holder %q): replaced=%v, want %v", tc.name, i, h, got, tc.want[i])
+		w := HolderWait{patience: patience}
+		t0 := time.Unix(1000, 0)
+		for i, c := range tc.checks {
+			if got := replaced(c.holder, tc.ours, &w, t0.Add(c.at)) != ""; got != c.want {
+				t.Errorf("%s: check %d (holder %q at %v): replaced=%v, want %v", tc.name, i, c.holder, c.at, got, c.want)
 			}
 		}
-		if waitedFor != tc.waitedFor {
-			t.Errorf("%s: waited for %q, want %q", tc.name, waitedFor, tc.waitedFor)
+		if w.holder != tc.waitedFor {
+			t.Errorf("%s: waited for %q, want %q", tc.name, w.holder, tc.waitedFor)
 		}
 	}
 }
