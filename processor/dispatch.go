@@ -136,13 +136,13 @@ func (d *dispatcher) dispatchAll(items []*item, key func(*item) []byte, wakes []
 	for _, it := range items {
 		if s := d.enqueue(key(it), it); s != nil {
 			if wakes = append(wakes, s); len(wakes) == dispatchBatch {
-				d.scheduleAll(wakes)
+				d.wake(wakes)
 				wakes = wakes[:0]
 			}
 		}
 	}
 	if len(wakes) > 0 {
-		d.scheduleAll(wakes)
+		d.wake(wakes)
 	}
 	clear(wakes)
 	return wakes[:0]
@@ -220,23 +220,21 @@ func (sh *shard) idleSession(s *session) {
 	sh.idle = 0
 }
 
-// schedule puts s on the run queue and makes sure a worker will look.
-func (d *dispatcher) schedule(s *session) {
-	d.mu.Lock()
-	d.runq = append(d.runq, s)
-	d.wakeLocked()
-	d.mu.Unlock()
-}
-
-// scheduleAll schedules sessions that had no records: they become active.
-func (d *dispatcher) scheduleAll(ss []*session) {
-	d.active.Add(int64(len(ss)))
+// schedule puts sessions on the run queue and makes sure workers will
+// look.
+func (d *dispatcher) schedule(ss ...*session) {
 	d.mu.Lock()
 	d.runq = append(d.runq, ss...)
 	for range ss {
 		d.wakeLocked()
 	}
 	d.mu.Unlock()
+}
+
+// wake schedules sessions that had no records: they become active.
+func (d *dispatcher) wake(ss []*session) {
+	d.active.Add(int64(len(ss)))
+	d.schedule(ss...)
 }
 
 // wakeLocked wakes an idle worker, or starts one, unless as many are on
