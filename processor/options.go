@@ -325,7 +325,11 @@ const (
 // guarantees are the same under both: offsets commit in the transaction
 // fenced by the group's generation or member epoch (KIP-447), a rebalance
 // waits until finished work is committed, and a zombie cannot make
-// anything visible.
+// anything visible. The consumer protocol needs onceflow's patched
+// franz-go (third_party/franz-go/README.md: Go applies only the main
+// module's replace directives, so an application must add it); without
+// it, New logs a warning and each rebalance that meets an open
+// transaction aborts it and rebuilds the client.
 func WithGroupProtocol(p GroupProtocol) Opt { return opt(func(c *config) { c.groupProtocol = p }) }
 
 // WithRebalanceTimeout sets the group rebalance timeout: how long members

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -39,6 +40,29 @@ const (
 	// ErrFenced: a live process has the ID.
 	GroupProtocolConsumer GroupProtocol = "consumer"
 )
+
+// UnpatchedFranzGo reports whether this binary was built with franz-go as
+// published, without the replace of onceflow's third_party/franz-go:
+// under GroupProtocolConsumer, upstream franz-go v1.22's
+// GroupTransactSession cannot commit a transaction that meets a
+// reassignment (its End waits out its context), so every such rebalance
+// costs an aborted transaction and a rebuilt client. Go applies only the
+// main module's replace directives: an application must add the replace
+// itself (third_party/franz-go/README.md). False when the build info does
+// not say (test binaries carry none).
+func UnpatchedFranzGo() bool {
+	bi, ok := debug.ReadBuildInfo()
+	return ok && unpatchedFranzGo(bi)
+}
+
+func unpatchedFranzGo(bi *debug.BuildInfo) bool {
+	for _, d := range bi.Deps {
+		if d.Path == "github.com/twmb/franz-go" {
+			return d.Replace == nil
+		}
+	}
+	return false
+}
 
 func (p GroupProtocol) valid() bool {
 	return p == "" || p == GroupProtocolClassic || p == GroupProtocolConsumer

@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"errors"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -197,6 +198,26 @@ func TestReplaced848(t *testing.T) {
 		}
 		if w.holder != tc.waitedFor {
 			t.Errorf("%s: waited for %q, want %q", tc.name, w.holder, tc.waitedFor)
+		}
+	}
+}
+
+func TestUnpatchedFranzGo(t *testing.T) {
+	franz := func(replace *debug.Module) *debug.Module {
+		return &debug.Module{Path: "github.com/twmb/franz-go", Version: "v1.22.3", Replace: replace}
+	}
+	kmsg := &debug.Module{Path: "github.com/twmb/franz-go/pkg/kmsg", Version: "v1.15.1"}
+	for _, tc := range []struct {
+		name string
+		deps []*debug.Module
+		want bool
+	}{
+		{"upstream", []*debug.Module{kmsg, franz(nil)}, true},
+		{"replaced", []*debug.Module{franz(&debug.Module{Path: "./third_party/franz-go"}), kmsg}, false},
+		{"no franz-go listed (a test binary)", []*debug.Module{kmsg}, false},
+	} {
+		if got := unpatchedFranzGo(&debug.BuildInfo{Deps: tc.deps}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
