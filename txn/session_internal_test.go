@@ -82,3 +82,20 @@ func TestEndTimeoutOfReplacedZombie(t *testing.T) {
 		}
 	})
 }
+
+// TestFetchMaxWait pins the session's fetch.max.wait below the Java
+// default of 500ms: a partition resumed after the processor's
+// backpressure waits that long for a fetch already in flight to its
+// broker when the broker's other partitions have nothing new, which took
+// up to 0.5 s of a 2.5 s embedded eosbench run (README, "A resumed
+// partition no longer waits out fetch.max.wait").
+func TestFetchMaxWait(t *testing.T) {
+	s, err := NewSession(Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", InstanceID: "i", Topics: []string{"t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.Client().OptValue(kgo.FetchMaxWait); got != 100*time.Millisecond {
+		t.Errorf("fetch.max.wait %v, want 100ms", got)
+	}
+}
