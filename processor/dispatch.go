@@ -136,13 +136,13 @@ func (d *dispatcher) dispatchAll(items []*item, key func(*item) []byte, wakes []
 	for _, it := range items {
 		if s := d.enqueue(key(it), it); s != nil {
 			if wakes = append(wakes, s); len(wakes) == dispatchBatch {
-				d.wake(wakes)
+				d.activate(wakes)
 				wakes = wakes[:0]
 			}
 		}
 	}
 	if len(wakes) > 0 {
-		d.wake(wakes)
+		d.activate(wakes)
 	}
 	clear(wakes)
 	return wakes[:0]
@@ -231,8 +231,8 @@ func (d *dispatcher) schedule(ss ...*session) {
 	d.mu.Unlock()
 }
 
-// wake schedules sessions that had no records: they become active.
-func (d *dispatcher) wake(ss []*session) {
+// activate schedules sessions that had no records: they become active.
+func (d *dispatcher) activate(ss []*session) {
 	d.active.Add(int64(len(ss)))
 	d.schedule(ss...)
 }
