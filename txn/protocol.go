@@ -193,8 +193,11 @@ func (s *Session) sessionTimeout848(ctx context.Context) time.Duration {
 		return defaultSessionTimeout
 	}
 	for _, r := range resp.Resources {
+		if r.ErrorCode != 0 {
+			continue
+		}
 		for _, c := range r.Configs {
-			if c.Value == nil || r.ErrorCode != 0 {
+			if c.Value == nil {
 				continue
 			}
 			if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && ms > 0 {
