@@ -111,7 +111,17 @@ type Stats struct {
 	Commits      int64
 	// CommitTime is the time spent in commits (the loop's flush, offset
 	// commit and EndTxn), for the mean commit round trip.
-	CommitTime    time.Duration
+	CommitTime time.Duration
+	// CommitTimeMedian, CommitTimeP99 and CommitTimeMax are the median,
+	// 99th percentile and longest of those round trips (the percentiles to
+	// about 1%), 0 before the first commit. At light load a record's
+	// latency is about one commit round trip: set its median beside the
+	// commits' median, which a few slow commits do not pull up as they do
+	// the mean.
+	CommitTimeMedian time.Duration
+	CommitTimeP99    time.Duration
+	CommitTimeMax    time.Duration
+
 	Aborts        int64 // transactions aborted (rebalances, refused commits)
 	Rebuilds      int64 // clients rebuilt after fencing, timeouts or unknown outcomes
 	Reprocessed   int64 // finished records whose work an abort threw away
@@ -132,6 +142,8 @@ type counters struct {
 	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
 	dups, marksRestored, positionRegressions, activeSessions, commitNanos                                          atomic.Int64
 	dlqBy                                                                                                          [len(dlqReasons)]atomic.Int64
+
+	commitTimes commitTimes // each commit's round trip, for the quantiles
 }
 
 // Stats returns the current counters.
@@ -157,5 +169,6 @@ func (p *Processor) Stats() Stats {
 		PositionRegressions: p.stats.positionRegressions.Load(),
 	}
 	s.ActiveSessions = int(p.stats.activeSessions.Load())
+	s.CommitTimeMedian, s.CommitTimeP99, s.CommitTimeMax = p.stats.commitTimes.quantiles()
 	return s
 }

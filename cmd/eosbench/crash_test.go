@@ -57,9 +57,12 @@ func TestCrashScenario(t *testing.T) {
 	require.Positive(t, eos.Kills, "workers must have been killed")
 	require.True(t, eos.ExactlyOnce, "%+v", eos)
 	require.Equal(t, 6000, eos.Outputs)
+	require.Positive(t, eos.Counters.CommitP50, "the workers' reports carry the commit quantiles")
+	require.LessOrEqual(t, eos.Counters.CommitP99, eos.Counters.CommitMax)
 
 	require.Equal(t, bench.ModeALO, alo.Mode)
 	require.Positive(t, alo.Kills)
 	require.Zero(t, alo.Lost, "at-least-once must not lose records")
+	require.Positive(t, alo.Counters.CommitP50, "alo-raw times its commits too")
 	t.Logf("alo-raw duplicates after %d kills: %d", alo.Kills, alo.Duplicates)
 }

@@ -52,7 +52,14 @@
 // cluster, the observer) and by the whole machine, other jobs included
 // (read from /proc; cores_eosbench, cores_machine and machine_cores in
 // -json): on a shared machine a parallel mode gains only the cores the
-// others leave it.
+// others leave it. Each run that committed has a line with its commits'
+// round trip (flush, offsets and, but for alo-raw, EndTxn): median, p99,
+// max and mean (commit_p50_ns, commit_p99_ns, commit_max_ns and commit_ns
+// over commits in -json's counters). At light load a record waits about
+// one commit round trip: on the chat scenario set the records' p50 beside
+// the commits' median, which a few slow commits do not pull up as they do
+// the mean. Runs of several workers show the highest of the workers'
+// medians and p99s.
 //
 // Scenarios (-scenario) are presets; explicit flags override them. The
 // presets other than default and cpu run each mode once (-count 1):

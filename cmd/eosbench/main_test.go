@@ -97,8 +97,11 @@ func runSmallOutput(t *testing.T, modes string, extra ...string) (string, string
 // TestDefaultPipeline runs the default scenario, small, through the same
 // code path as main.
 func TestDefaultPipeline(t *testing.T) {
-	rs, _ := runSmall(t, "franz-gts,onceflow-session")
+	rs, stdout := runSmall(t, "franz-gts,onceflow-session")
 	require.Len(t, rs, 2)
+	for _, k := range []string{`"commit_ns": `, `"commit_p50_ns": `, `"commit_p99_ns": `, `"commit_max_ns": `} {
+		require.Equal(t, 2, strings.Count(stdout, k), "%s in each result's counters", k)
+	}
 	for _, r := range rs {
 		require.True(t, r.ExactlyOnce, "%+v", r)
 		require.Equal(t, bench.VerdictPass, r.Verdict)
@@ -110,6 +113,12 @@ func TestDefaultPipeline(t *testing.T) {
 		require.Positive(t, r.Counters.Retries, "faults were injected")
 		require.NotNil(t, r.RatioToGTS)
 		require.Nil(t, r.RatioToALO, "alo-raw did not run")
+		c := r.Counters
+		require.Positive(t, c.Commits)
+		require.Positive(t, c.CommitP50, "the median commit round trip")
+		require.LessOrEqual(t, c.CommitP50, c.CommitP99)
+		require.LessOrEqual(t, c.CommitP99, c.CommitMax)
+		require.LessOrEqual(t, c.CommitMax, c.CommitNanos, "one commit's round trip is within their total")
 	}
 	require.Equal(t, bench.ModeGTS, rs[0].Mode)
 	require.Equal(t, bench.ModeSession, rs[1].Mode)
@@ -175,6 +184,9 @@ func TestCountTable(t *testing.T) {
 	require.Regexp(t, `(?m)^\s+default\s+franz-gts\s+2\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+1\.00\s+-\s+2/2\s+PASS$`, out, "franz-gts's summary")
 	require.Contains(t, out, "default onceflow-session+metrics: metrics on: ")
 	require.Contains(t, out, "(medians of their runs in this phase)")
+	for _, who := range []string{"franz-gts run 1", "franz-gts run 2", "onceflow-session run 1", "onceflow-session run 2"} {
+		require.Regexp(t, `(?m)^default `+who+`: [\d,]+ commits, commit round trip median [\d.,]+ ms, p99 [\d.,]+ ms, max [\d.,]+ ms, mean [\d.,]+ ms \(flush, offsets, EndTxn\)$`, out)
+	}
 }
 
 // TestBadUsage: flag errors exit 2 without touching a cluster.

@@ -23,14 +23,18 @@ type aloPipeline struct {
 	w   *work
 	log *slog.Logger
 
-	commits, retries atomic.Int64
+	commits, retries, commitNanos atomic.Int64
+	// commitTimes has each commit's flush and offset commit.
+	commitTimes commitTimes
 
 	mu      sync.Mutex
 	prodErr error
 }
 
 func (a *aloPipeline) counters() Counters {
-	return a.w.count(Counters{Commits: a.commits.Load(), Retries: a.retries.Load()})
+	c := Counters{Commits: a.commits.Load(), CommitNanos: a.commitNanos.Load(), Retries: a.retries.Load()}
+	a.commitTimes.count(&c)
+	return a.w.count(c)
 }
 
 func (a *aloPipeline) promise(_ *kgo.Record, err error) {
@@ -103,6 +107,7 @@ func (a *aloPipeline) commit(ctx context.Context, cl *kgo.Client) error {
 	defer cl.AllowRebalance()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	began := time.Now()
 	if err := cl.Flush(ctx); err != nil {
 		return fmt.Errorf("alo-raw: flush: %w", err)
 	}
@@ -116,6 +121,9 @@ func (a *aloPipeline) commit(ctx context.Context, cl *kgo.Client) error {
 		a.log.Warn("alo-raw: commit failed; records will be handled again", "err", err)
 		return nil
 	}
+	took := time.Since(began)
 	a.commits.Add(1)
+	a.commitNanos.Add(int64(took))
+	a.commitTimes.record(took)
 	return nil
 }

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -158,4 +160,59 @@ func TestDupSchedule(t *testing.T) {
 		}
 	}
 	require.Equal(t, n, newDupSchedule(1, n).injected())
+}
+
+// TestCommitCounters: a baseline's commit round trips give Counters their
+// median, p99 and max; several workers' counters keep the highest of each;
+// a worker's report carries them through JSON.
+func TestCommitCounters(t *testing.T) {
+	var none commitTimes
+	var c Counters
+	none.count(&c)
+	require.Zero(t, c, "no commit, no quantiles")
+
+	var ct commitTimes
+	for _, ms := range []int{20, 10, 15, 11, 19, 12, 18, 13, 17, 14, 16} {
+		ct.record(time.Duration(ms) * time.Millisecond)
+	}
+	ct.count(&c)
+	require.InEpsilon(t, 15e6, c.CommitP50, 0.01)
+	require.Equal(t, int64(20e6), c.CommitP99, "p99 of 11: the max, capped at it")
+	require.Equal(t, int64(20e6), c.CommitMax)
+
+	sum := Counters{Commits: 11, CommitNanos: 11 * 15e6, CommitP50: c.CommitP50, CommitP99: c.CommitP99, CommitMax: c.CommitMax}
+	sum.add(Counters{Commits: 3, CommitNanos: 3 * 30e6, CommitP50: 30e6, CommitP99: 31e6, CommitMax: 31e6})
+	sum.add(Counters{Commits: 5, CommitNanos: 5 * 5e6, CommitP50: 5e6, CommitP99: 6e6, CommitMax: 90e6})
+	require.Equal(t, Counters{Commits: 19, CommitNanos: 11*15e6 + 3*30e6 + 5*5e6, CommitP50: 30e6, CommitP99: 31e6, CommitMax: 90e6}, sum)
+
+	js, err := json.Marshal(WorkerReport{Peaks: Peaks{Goroutines: 7}, Counters: sum})
+	require.NoError(t, err)
+	for _, k := range []string{`"commit_ns":`, `"commit_p50_ns":30000000`, `"commit_p99_ns":31000000`, `"commit_max_ns":90000000`} {
+		require.Contains(t, string(js), k)
+	}
+	var back WorkerReport
+	require.NoError(t, json.Unmarshal(js, &back))
+	require.Equal(t, sum, back.Counters)
+	require.Equal(t, 7, back.Goroutines)
+}
+
+// TestCommitNote: each run that committed has a line with its commit
+// round trip's median, p99, max and mean.
+func TestCommitNote(t *testing.T) {
+	ms := func(f float64) int64 { return int64(f * 1e6) }
+	commits := Counters{Commits: 11, CommitNanos: 11 * ms(18.7), CommitP50: ms(18.2), CommitP99: ms(40.1), CommitMax: ms(52)}
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, []Result{
+		{Scenario: "default", Mode: ModeALO, Run: 1, Counters: Counters{Commits: 4, CommitNanos: 4 * ms(2), CommitP50: ms(2), CommitP99: ms(3), CommitMax: ms(3)}},
+		{Scenario: "default", Mode: ModeGTS, Run: 1, Counters: commits},
+		{Scenario: "default", Mode: ModeSession, Run: 1, Counters: commits},
+		{Scenario: "default", Mode: ModeSession, Run: 2},
+		{Scenario: "crash", Mode: ModeSession, Run: 1, Workers: 3, Counters: commits},
+	}))
+	out := buf.String()
+	require.Contains(t, out, "\ndefault alo-raw: 4 commits, commit round trip median 2.0 ms, p99 3.0 ms, max 3.0 ms, mean 2.0 ms (flush, offsets)\n")
+	require.Contains(t, out, "\ndefault franz-gts: 11 commits, commit round trip median 18.2 ms, p99 40.1 ms, max 52.0 ms, mean 18.7 ms (flush, offsets, EndTxn)\n")
+	require.Contains(t, out, "\ndefault onceflow-session run 1: 11 commits, commit round trip median 18.2 ms, p99 40.1 ms, max 52.0 ms, mean 18.7 ms (flush, offsets, EndTxn)\n")
+	require.NotContains(t, out, "default onceflow-session run 2: ", "no commit, no line")
+	require.Contains(t, out, "\ncrash onceflow-session: 11 commits, commit round trip median 18.2 ms, p99 40.1 ms, max 52.0 ms, mean 18.7 ms (flush, offsets, EndTxn; median and p99: the highest of the workers')\n")
 }

@@ -25,6 +25,8 @@ type gtsPipeline struct {
 	log *slog.Logger
 
 	commits, aborts, retries, commitNanos atomic.Int64
+	// commitTimes has each committed transaction's flush and End.
+	commitTimes commitTimes
 
 	mu sync.Mutex
 	// failed is why the open transaction must abort: a failed produce,
@@ -33,7 +35,9 @@ type gtsPipeline struct {
 }
 
 func (g *gtsPipeline) counters() Counters {
-	return g.w.count(Counters{Commits: g.commits.Load(), CommitNanos: g.commitNanos.Load(), Aborts: g.aborts.Load(), Retries: g.retries.Load()})
+	c := Counters{Commits: g.commits.Load(), CommitNanos: g.commitNanos.Load(), Aborts: g.aborts.Load(), Retries: g.retries.Load()}
+	g.commitTimes.count(&c)
+	return g.w.count(c)
 }
 
 func (g *gtsPipeline) promise(_ *kgo.Record, err error) {
@@ -126,8 +130,10 @@ func (g *gtsPipeline) end(ctx context.Context, s *kgo.GroupTransactSession) erro
 		return fmt.Errorf("franz-gts: end: %w", err)
 	}
 	if committed {
+		took := time.Since(began)
 		g.commits.Add(1)
-		g.commitNanos.Add(int64(time.Since(began)))
+		g.commitNanos.Add(int64(took))
+		g.commitTimes.record(took)
 	} else {
 		g.aborts.Add(1)
 	}

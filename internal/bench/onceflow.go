@@ -99,8 +99,9 @@ func (o *onceflowPipeline) run(ctx context.Context) error { return o.obs.run(ctx
 
 func (o *onceflowPipeline) counters() Counters {
 	s := o.p.Stats()
-	return o.w.count(Counters{Commits: s.Commits, CommitNanos: int64(s.CommitTime), Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds,
-		Spans: o.obs.spans.Load(), DupsSkipped: s.DuplicatesSkipped})
+	return o.w.count(Counters{Commits: s.Commits, CommitNanos: int64(s.CommitTime),
+		CommitP50: int64(s.CommitTimeMedian), CommitP99: int64(s.CommitTimeP99), CommitMax: int64(s.CommitTimeMax),
+		Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds, Spans: o.obs.spans.Load(), DupsSkipped: s.DuplicatesSkipped})
 }
 
 // stateOutOfStep starts the error of a record whose session counter is not

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -62,11 +64,18 @@ func (j Job) groupOpts() []kgo.Opt {
 // Counters are a pipeline's own counts, reported beside the verdict.
 type Counters struct {
 	Commits int64 `json:"commits"`
-	// CommitNanos is the time spent committing (flush, offsets, EndTxn).
+	// CommitNanos is the time spent committing (flush, offsets and, but
+	// for alo-raw, EndTxn).
 	CommitNanos int64 `json:"commit_ns"`
-	Aborts      int64 `json:"aborts"`
-	Retries     int64 `json:"retries"`
-	Rebuilds    int64 `json:"rebuilds,omitempty"`
+	// CommitP50, CommitP99 and CommitMax are the median, 99th percentile
+	// and longest commit round trip (the same spans, one by one): on the
+	// chat scenario a record's p50 is to be set beside the median.
+	CommitP50 int64 `json:"commit_p50_ns,omitempty"`
+	CommitP99 int64 `json:"commit_p99_ns,omitempty"`
+	CommitMax int64 `json:"commit_max_ns,omitempty"`
+	Aborts    int64 `json:"aborts"`
+	Retries   int64 `json:"retries"`
+	Rebuilds  int64 `json:"rebuilds,omitempty"`
 	// DupsSkipped is onceflow's Stats.DuplicatesSkipped (-dup-rate).
 	DupsSkipped int64 `json:"duplicates_skipped,omitempty"`
 
@@ -75,9 +84,16 @@ type Counters struct {
 	Spans      int64 `json:"spans_exported,omitempty"`   // observed modes: spans that reached the exporter
 }
 
+// add sums o into c. The median and p99 of a union cannot be had from
+// the parts': c keeps the highest of each, a bound rather than the figure
+// (the max is exact). Only runs of several workers add, crash tests that
+// measure no latency.
 func (c *Counters) add(o Counters) {
 	c.Commits += o.Commits
 	c.CommitNanos += o.CommitNanos
+	c.CommitP50 = max(c.CommitP50, o.CommitP50)
+	c.CommitP99 = max(c.CommitP99, o.CommitP99)
+	c.CommitMax = max(c.CommitMax, o.CommitMax)
 	c.Aborts += o.Aborts
 	c.Retries += o.Retries
 	c.Rebuilds += o.Rebuilds
@@ -92,7 +108,40 @@ func (c Counters) commitMs() float64 {
 	if c.Commits == 0 {
 		return 0
 	}
-	return float64(c.CommitNanos) / float64(c.Commits) / 1e6
+	return nsToMs(c.CommitNanos) / float64(c.Commits)
+}
+
+func nsToMs(ns int64) float64 { return float64(ns) / 1e6 }
+
+// commitTimes is a baseline's record of its commit round trips, for
+// Counters' quantiles (the processor keeps its own: processor.Stats). A
+// commit ends at most every few milliseconds, so a mutex costs nothing.
+type commitTimes struct {
+	mu      sync.Mutex
+	hist    *hdrhistogram.Histogram // microseconds, 1µs to 10 minutes; built at the first commit
+	longest time.Duration
+}
+
+func (c *commitTimes) record(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hist == nil {
+		c.hist = hdrhistogram.New(1, (10 * time.Minute).Microseconds(), 2)
+	}
+	_ = c.hist.RecordValue(min(max(d, time.Microsecond), 10*time.Minute).Microseconds()) // in range: cannot fail
+	c.longest = max(c.longest, d)
+}
+
+// count sets cs's commit quantiles; none before the first commit.
+func (c *commitTimes) count(cs *Counters) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hist == nil {
+		return
+	}
+	// A quantile is its bucket's upper end, which may pass the exact max.
+	at := func(q float64) int64 { return min(c.hist.ValueAtQuantile(q)*1000, int64(c.longest)) }
+	cs.CommitP50, cs.CommitP99, cs.CommitMax = at(50), at(99), int64(c.longest)
 }
 
 // sleepMs is the mean measured handler sleep in milliseconds.

@@ -144,8 +144,17 @@ func notes(pr *message.Printer, w io.Writer, who string, r Result) {
 	if r.Mode == ModeALO && r.Duplicates > 0 {
 		pr.Fprintf(w, "%s: %d duplicate outputs (at-least-once: expected after crashes)\n", who, r.Duplicates)
 	}
-	if r.Counters.Commits > 0 && r.Mode != ModeALO {
-		pr.Fprintf(w, "%s: %d commits, mean commit round trip %.1f ms (flush, offsets, EndTxn)\n", who, r.Counters.Commits, r.Counters.commitMs())
+	if c := r.Counters; c.Commits > 0 {
+		// The median is the figure to set beside the records' p50.
+		what := "flush, offsets, EndTxn"
+		if r.Mode == ModeALO {
+			what = "flush, offsets"
+		}
+		if r.Workers > 1 || r.Crashes > 0 { // several workers' reports (Counters.add)
+			what += "; median and p99: the highest of the workers'"
+		}
+		pr.Fprintf(w, "%s: %d commits, commit round trip median %.1f ms, p99 %.1f ms, max %.1f ms, mean %.1f ms (%s)\n",
+			who, c.Commits, nsToMs(c.CommitP50), nsToMs(c.CommitP99), nsToMs(c.CommitMax), c.commitMs(), what)
 	}
 	if r.Peaks != nil && r.Workers > 0 {
 		pr.Fprintf(w, "%s: peak goroutines %d, peak RSS %.0f MiB (per worker process, VmHWM)\n", who, r.Goroutines, float64(r.RSSBytes)/(1<<20))
