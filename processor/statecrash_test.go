@@ -136,9 +136,16 @@ func TestStateCrashAfterEndTxn(t *testing.T) {
 func TestStateCrashDuringRestore(t *testing.T) {
 	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
 		pl := newPipeline(t, c, 2, 6000, 300)
-		pl.produce(t, 0, 4000)
 		a := start(t, append(pl.opts("i1", counterHandler(0)), processor.WithStateStore(t.TempDir(), nil))...)
-		pl.waitOutputs(t, 4000, 60*time.Second)
+		// The changelog is written by at least 8 transactions, so a
+		// restore reads it in many record batches: Kafka returns at least
+		// one whole batch per fetch whatever its max bytes, and one
+		// transaction of all 4000 inputs (seen on a fast run) would let
+		// each partition's restore finish in its first batch.
+		for from := 0; from < 4000; from += 500 {
+			pl.produce(t, from, from+500)
+			pl.waitOutputs(t, from+500, 60*time.Second)
+		}
 		require.NoError(t, a.stop(t))
 		total := pl.changelogRecords(t)
 
