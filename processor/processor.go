@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow/dedupe"
+	"github.com/onceflow/onceflow/internal/durations"
 	"github.com/onceflow/onceflow/txn"
 )
 
@@ -143,7 +144,7 @@ type counters struct {
 	dups, marksRestored, positionRegressions, activeSessions, commitNanos                                          atomic.Int64
 	dlqBy                                                                                                          [len(dlqReasons)]atomic.Int64
 
-	commitTimes commitTimes // each commit's round trip, for the quantiles
+	commitTimes durations.Recorder // each commit's round trip, for the quantiles
 }
 
 // Stats returns the current counters.
@@ -169,6 +170,6 @@ func (p *Processor) Stats() Stats {
 		PositionRegressions: p.stats.positionRegressions.Load(),
 	}
 	s.ActiveSessions = int(p.stats.activeSessions.Load())
-	s.CommitTimeMedian, s.CommitTimeP99, s.CommitTimeMax = p.stats.commitTimes.quantiles()
+	s.CommitTimeMedian, s.CommitTimeP99, s.CommitTimeMax = p.stats.commitTimes.Quantiles()
 	return s
 }

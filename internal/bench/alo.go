@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflow/onceflow/internal/durations"
 	"github.com/onceflow/onceflow/internal/verify"
 )
 
@@ -25,7 +26,7 @@ type aloPipeline struct {
 
 	commits, retries, commitNanos atomic.Int64
 	// commitTimes has each commit's flush and offset commit.
-	commitTimes commitTimes
+	commitTimes durations.Recorder
 
 	mu      sync.Mutex
 	prodErr error
@@ -33,7 +34,7 @@ type aloPipeline struct {
 
 func (a *aloPipeline) counters() Counters {
 	c := Counters{Commits: a.commits.Load(), CommitNanos: a.commitNanos.Load(), Retries: a.retries.Load()}
-	a.commitTimes.count(&c)
+	c.setCommitTimes(&a.commitTimes)
 	return a.w.count(c)
 }
 
@@ -124,6 +125,6 @@ func (a *aloPipeline) commit(ctx context.Context, cl *kgo.Client) error {
 	took := time.Since(began)
 	a.commits.Add(1)
 	a.commitNanos.Add(int64(took))
-	a.commitTimes.record(took)
+	a.commitTimes.Record(took)
 	return nil
 }

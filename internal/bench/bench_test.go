@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/onceflow/onceflow/internal/durations"
 	"github.com/onceflow/onceflow/internal/verify"
 	"github.com/onceflow/onceflow/processor"
 )
@@ -166,16 +167,16 @@ func TestDupSchedule(t *testing.T) {
 // median, p99 and max; several workers' counters keep the highest of each;
 // a worker's report carries them through JSON.
 func TestCommitCounters(t *testing.T) {
-	var none commitTimes
+	var none durations.Recorder
 	var c Counters
-	none.count(&c)
+	c.setCommitTimes(&none)
 	require.Zero(t, c, "no commit, no quantiles")
 
-	var ct commitTimes
+	var ct durations.Recorder
 	for _, ms := range []int{20, 10, 15, 11, 19, 12, 18, 13, 17, 14, 16} {
-		ct.record(time.Duration(ms) * time.Millisecond)
+		ct.Record(time.Duration(ms) * time.Millisecond)
 	}
-	ct.count(&c)
+	c.setCommitTimes(&ct)
 	require.InEpsilon(t, 15e6, c.CommitP50, 0.01)
 	require.Equal(t, int64(20e6), c.CommitP99, "p99 of 11: the max, capped at it")
 	require.Equal(t, int64(20e6), c.CommitMax)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflow/onceflow/internal/durations"
 	"github.com/onceflow/onceflow/internal/verify"
 )
 
@@ -26,7 +27,7 @@ type gtsPipeline struct {
 
 	commits, aborts, retries, commitNanos atomic.Int64
 	// commitTimes has each committed transaction's flush and End.
-	commitTimes commitTimes
+	commitTimes durations.Recorder
 
 	mu sync.Mutex
 	// failed is why the open transaction must abort: a failed produce,
@@ -36,7 +37,7 @@ type gtsPipeline struct {
 
 func (g *gtsPipeline) counters() Counters {
 	c := Counters{Commits: g.commits.Load(), CommitNanos: g.commitNanos.Load(), Aborts: g.aborts.Load(), Retries: g.retries.Load()}
-	g.commitTimes.count(&c)
+	c.setCommitTimes(&g.commitTimes)
 	return g.w.count(c)
 }
 
@@ -133,7 +134,7 @@ func (g *gtsPipeline) end(ctx context.Context, s *kgo.GroupTransactSession) erro
 		took := time.Since(began)
 		g.commits.Add(1)
 		g.commitNanos.Add(int64(took))
-		g.commitTimes.record(took)
+		g.commitTimes.Record(took)
 	} else {
 		g.aborts.Add(1)
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/durations"
 )
 
 // Job is what one pipeline instance runs. Subprocess workers receive it
@@ -113,35 +113,11 @@ func (c Counters) commitMs() float64 {
 
 func nsToMs(ns int64) float64 { return float64(ns) / 1e6 }
 
-// commitTimes is a baseline's record of its commit round trips, for
-// Counters' quantiles (the processor keeps its own: processor.Stats). A
-// commit ends at most every few milliseconds, so a mutex costs nothing.
-type commitTimes struct {
-	mu      sync.Mutex
-	hist    *hdrhistogram.Histogram // microseconds, 1µs to 10 minutes; built at the first commit
-	longest time.Duration
-}
-
-func (c *commitTimes) record(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.hist == nil {
-		c.hist = hdrhistogram.New(1, (10 * time.Minute).Microseconds(), 2)
-	}
-	_ = c.hist.RecordValue(min(max(d, time.Microsecond), 10*time.Minute).Microseconds()) // in range: cannot fail
-	c.longest = max(c.longest, d)
-}
-
-// count sets cs's commit quantiles; none before the first commit.
-func (c *commitTimes) count(cs *Counters) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.hist == nil {
-		return
-	}
-	// A quantile is its bucket's upper end, which may pass the exact max.
-	at := func(q float64) int64 { return min(c.hist.ValueAtQuantile(q)*1000, int64(c.longest)) }
-	cs.CommitP50, cs.CommitP99, cs.CommitMax = at(50), at(99), int64(c.longest)
+// setCommitTimes sets c's commit quantiles from r; none before the first
+// commit.
+func (c *Counters) setCommitTimes(r *durations.Recorder) {
+	p50, p99, longest := r.Quantiles()
+	c.CommitP50, c.CommitP99, c.CommitMax = int64(p50), int64(p99), int64(longest)
 }
 
 // sleepMs is the mean measured handler sleep in milliseconds.

@@ -1,0 +1,50 @@
+package durations
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRecorder: the median, p99 and max of recorded durations,
+// the percentiles to 2 significant figures and never above the max.
+func TestRecorder(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	var oneToHundred []time.Duration
+	for i := 100; i >= 1; i-- {
+		oneToHundred = append(oneToHundred, ms(i))
+	}
+	for _, tc := range []struct {
+		name              string
+		in                []time.Duration
+		p50, p99, longest time.Duration
+	}{
+		{name: "nothing recorded"},
+		{"one", []time.Duration{ms(18)}, ms(18), ms(18), ms(18)},
+		{"eleven, unsorted", []time.Duration{ms(20), ms(10), ms(15), ms(11), ms(19), ms(12), ms(18), ms(13), ms(17), ms(14), ms(16)}, ms(15), ms(20), ms(20)},
+		{"1 to 100 ms", oneToHundred, ms(50), ms(99), ms(100)},
+		{"a slow one moves the mean, not the median", append(slices.Repeat([]time.Duration{ms(10)}, 99), 10*time.Second), ms(10), ms(10), 10 * time.Second},
+		{"under a microsecond", []time.Duration{500 * time.Nanosecond}, 500 * time.Nanosecond, 500 * time.Nanosecond, 500 * time.Nanosecond},
+		{"past the histogram's range: the max is exact", []time.Duration{20 * time.Minute}, 10 * time.Minute, 10 * time.Minute, 20 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Recorder
+			for _, d := range tc.in {
+				r.Record(d)
+			}
+			p50, p99, longest := r.Quantiles()
+			require.Equal(t, tc.longest, longest, "the max is exact")
+			if tc.longest == 0 {
+				require.Zero(t, p50)
+				require.Zero(t, p99)
+				return
+			}
+			require.InEpsilon(t, float64(tc.p50), float64(p50), 0.01, "median %v", p50)
+			require.InEpsilon(t, float64(tc.p99), float64(p99), 0.01, "p99 %v", p99)
+			require.LessOrEqual(t, p50, p99)
+			require.LessOrEqual(t, p99, longest)
+		})
+	}
+}
