@@ -115,10 +115,10 @@ type Stats struct {
 	CommitTime time.Duration
 	// CommitTimeMedian, CommitTimeP99 and CommitTimeMax are the median,
 	// 99th percentile and longest of those round trips (the percentiles to
-	// about 1%), 0 before the first commit. At light load a record's
-	// latency is about one commit round trip: set its median beside the
-	// commits' median, which a few slow commits do not pull up as they do
-	// the mean.
+	// about 1%), 0 before the first commit. A record waits at least the
+	// round trip of the transaction it lands in, so the median is the
+	// floor to set the records' median latency beside (a few slow commits
+	// pull the mean up, not the median).
 	CommitTimeMedian time.Duration
 	CommitTimeP99    time.Duration
 	CommitTimeMax    time.Duration

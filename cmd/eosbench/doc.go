@@ -55,10 +55,10 @@
 // others leave it. Each run that committed has a line with its commits'
 // round trip (flush, offsets and, but for alo-raw, EndTxn): median, p99,
 // max and mean (commit_p50_ns, commit_p99_ns, commit_max_ns and commit_ns
-// over commits in -json's counters). At light load a record waits about
-// one commit round trip: on the chat scenario set the records' p50 beside
-// the commits' median, which a few slow commits do not pull up as they do
-// the mean. Runs of several workers show the highest of the workers'
+// over commits in -json's counters). A record waits at least the round
+// trip of the transaction it lands in: on the chat scenario set the
+// records' p50 beside the commits' median, which a few slow commits do not
+// pull up as they do the mean. Runs of several workers show the highest of the workers'
 // medians and p99s.
 //
 // Scenarios (-scenario) are presets; explicit flags override them. The
