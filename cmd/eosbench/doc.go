@@ -58,8 +58,8 @@
 // over commits in -json's counters). A record waits at least the round
 // trip of the transaction it lands in: on the chat scenario set the
 // records' p50 beside the commits' median, which a few slow commits do not
-// pull up as they do the mean. Runs of several workers show the highest of the workers'
-// medians and p99s.
+// pull up as they do the mean. Runs of several workers show the highest of
+// the workers' medians and p99s.
 //
 // Scenarios (-scenario) are presets; explicit flags override them. The
 // presets other than default and cpu run each mode once (-count 1):
