@@ -67,9 +67,7 @@ func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 		p.doneSinceCommit -= pl.doneBefore // what finished while it ended belongs to the next
 	}
 	took := time.Since(began)
-	l.p.stats.commits.Add(1)
-	l.p.stats.commitNanos.Add(int64(took))
-	l.p.stats.commitTimes.Record(took)
+	l.p.stats.commits.Record(took)
 	l.txn.settle(&l.p.stats)
 	l.cfg.logger.Debug("committed", "took", took)
 	return nil

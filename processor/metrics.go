@@ -91,7 +91,7 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		counter("records_skipped_done_total", "Fetched records skipped because a committed transaction already finished them (Stats.SkippedDone).", s.skipped.Load),
 		counter("records_produced_total", "Output records in committed transactions (Stats.Outputs).", s.outputs.Load),
 		counter("retries_total", "Handler retries after transient errors (Stats.Retries).", s.retries.Load),
-		counter("transactions_committed_total", "Committed transactions (Stats.Commits).", s.commits.Load),
+		counter("transactions_committed_total", "Committed transactions (Stats.Commits).", s.commits.Count),
 		counter("transactions_aborted_total", "Aborted transactions (Stats.Aborts).", s.aborts.Load),
 		counter("fenced_total", "Times this instance was fenced by a newer one with the same instance ID (Stats.Fenced).", s.fenced.Load),
 		counter("client_rebuilds_total", "Transactional clients rebuilt after timeouts, fencing of the producer epoch or unknown commit outcomes (Stats.Rebuilds).", s.rebuilds.Load),

@@ -140,11 +140,11 @@ type Stats struct {
 }
 
 type counters struct {
-	consumed, skipped, outputs, dlq, retries, commits, aborts, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
-	dups, marksRestored, positionRegressions, activeSessions, commitNanos                                          atomic.Int64
-	dlqBy                                                                                                          [len(dlqReasons)]atomic.Int64
+	consumed, skipped, outputs, dlq, retries, aborts, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
+	dups, marksRestored, positionRegressions, activeSessions                                              atomic.Int64
+	dlqBy                                                                                                 [len(dlqReasons)]atomic.Int64
 
-	commitTimes durations.Recorder // each commit's round trip, for the quantiles
+	commits durations.Recorder // each committed transaction's round trip: count, total and quantiles
 }
 
 // Stats returns the current counters.
@@ -156,8 +156,6 @@ func (p *Processor) Stats() Stats {
 		DeadLettered:  p.stats.dlq.Load(),
 		Rebalances:    p.stats.rebalances.Load(),
 		Retries:       p.stats.retries.Load(),
-		Commits:       p.stats.commits.Load(),
-		CommitTime:    time.Duration(p.stats.commitNanos.Load()),
 		Aborts:        p.stats.aborts.Load(),
 		Rebuilds:      p.stats.rebuilds.Load(),
 		Reprocessed:   p.stats.reprocessed.Load(),
@@ -170,6 +168,7 @@ func (p *Processor) Stats() Stats {
 		PositionRegressions: p.stats.positionRegressions.Load(),
 	}
 	s.ActiveSessions = int(p.stats.activeSessions.Load())
-	s.CommitTimeMedian, s.CommitTimeP99, s.CommitTimeMax = p.stats.commitTimes.Quantiles()
+	c := p.stats.commits.Summary()
+	s.Commits, s.CommitTime, s.CommitTimeMedian, s.CommitTimeP99, s.CommitTimeMax = c.Count, c.Total, c.P50, c.P99, c.Max
 	return s
 }

@@ -24,17 +24,17 @@ type aloPipeline struct {
 	w   *work
 	log *slog.Logger
 
-	commits, retries, commitNanos atomic.Int64
-	// commitTimes has each commit's flush and offset commit.
-	commitTimes durations.Recorder
+	retries atomic.Int64
+	// commits has each commit's flush and offset commit.
+	commits durations.Recorder
 
 	mu      sync.Mutex
 	prodErr error
 }
 
 func (a *aloPipeline) counters() Counters {
-	c := Counters{Commits: a.commits.Load(), CommitNanos: a.commitNanos.Load(), Retries: a.retries.Load()}
-	c.setCommitTimes(&a.commitTimes)
+	c := Counters{Retries: a.retries.Load()}
+	c.setCommits(&a.commits)
 	return a.w.count(c)
 }
 
@@ -122,9 +122,6 @@ func (a *aloPipeline) commit(ctx context.Context, cl *kgo.Client) error {
 		a.log.Warn("alo-raw: commit failed; records will be handled again", "err", err)
 		return nil
 	}
-	took := time.Since(began)
-	a.commits.Add(1)
-	a.commitNanos.Add(int64(took))
-	a.commitTimes.Record(took)
+	a.commits.Record(time.Since(began))
 	return nil
 }

@@ -169,14 +169,16 @@ func TestDupSchedule(t *testing.T) {
 func TestCommitCounters(t *testing.T) {
 	var none durations.Recorder
 	var c Counters
-	c.setCommitTimes(&none)
+	c.setCommits(&none)
 	require.Zero(t, c, "no commit, no quantiles")
 
 	var ct durations.Recorder
 	for _, ms := range []int{20, 10, 15, 11, 19, 12, 18, 13, 17, 14, 16} {
 		ct.Record(time.Duration(ms) * time.Millisecond)
 	}
-	c.setCommitTimes(&ct)
+	c.setCommits(&ct)
+	require.Equal(t, int64(11), c.Commits)
+	require.Equal(t, int64(11*15e6), c.CommitNanos, "the total is exact")
 	require.InEpsilon(t, 15e6, c.CommitP50, 0.01)
 	require.Equal(t, int64(20e6), c.CommitP99, "p99 of 11: the max, capped at it")
 	require.Equal(t, int64(20e6), c.CommitMax)

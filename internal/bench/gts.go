@@ -25,9 +25,9 @@ type gtsPipeline struct {
 	w   *work
 	log *slog.Logger
 
-	commits, aborts, retries, commitNanos atomic.Int64
-	// commitTimes has each committed transaction's flush and End.
-	commitTimes durations.Recorder
+	aborts, retries atomic.Int64
+	// commits has each committed transaction's flush and End.
+	commits durations.Recorder
 
 	mu sync.Mutex
 	// failed is why the open transaction must abort: a failed produce,
@@ -36,8 +36,8 @@ type gtsPipeline struct {
 }
 
 func (g *gtsPipeline) counters() Counters {
-	c := Counters{Commits: g.commits.Load(), CommitNanos: g.commitNanos.Load(), Aborts: g.aborts.Load(), Retries: g.retries.Load()}
-	c.setCommitTimes(&g.commitTimes)
+	c := Counters{Aborts: g.aborts.Load(), Retries: g.retries.Load()}
+	c.setCommits(&g.commits)
 	return g.w.count(c)
 }
 
@@ -131,10 +131,7 @@ func (g *gtsPipeline) end(ctx context.Context, s *kgo.GroupTransactSession) erro
 		return fmt.Errorf("franz-gts: end: %w", err)
 	}
 	if committed {
-		took := time.Since(began)
-		g.commits.Add(1)
-		g.commitNanos.Add(int64(took))
-		g.commitTimes.Record(took)
+		g.commits.Record(time.Since(began))
 	} else {
 		g.aborts.Add(1)
 	}

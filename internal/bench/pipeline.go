@@ -113,11 +113,11 @@ func (c Counters) commitMs() float64 {
 
 func nsToMs(ns int64) float64 { return float64(ns) / 1e6 }
 
-// setCommitTimes sets c's commit quantiles from r; none before the first
-// commit.
-func (c *Counters) setCommitTimes(r *durations.Recorder) {
-	p50, p99, longest := r.Quantiles()
-	c.CommitP50, c.CommitP99, c.CommitMax = int64(p50), int64(p99), int64(longest)
+// setCommits sets c's commit count, time and quantiles from r.
+func (c *Counters) setCommits(r *durations.Recorder) {
+	s := r.Summary()
+	c.Commits, c.CommitNanos = s.Count, int64(s.Total)
+	c.CommitP50, c.CommitP99, c.CommitMax = int64(s.P50), int64(s.P99), int64(s.Max)
 }
 
 // sleepMs is the mean measured handler sleep in milliseconds.

@@ -20,7 +20,17 @@ const (
 type Recorder struct {
 	mu      sync.Mutex
 	hist    *hdrhistogram.Histogram // microseconds; built at the first Record
+	count   int64
+	total   time.Duration
 	longest time.Duration
+}
+
+// Summary is what a Recorder has seen: the count and total are exact, so
+// is the longest; the median and p99 are to 2 significant figures and
+// never above the longest. All 0 before the first Record.
+type Summary struct {
+	Count                int64
+	Total, P50, P99, Max time.Duration
 }
 
 // Record adds one duration.
@@ -31,20 +41,28 @@ func (r *Recorder) Record(d time.Duration) {
 		r.hist = hdrhistogram.New(lowest.Microseconds(), highest.Microseconds(), 2)
 	}
 	_ = r.hist.RecordValue(min(max(d, lowest), highest).Microseconds()) // in range: cannot fail
+	r.count++
+	r.total += d
 	r.longest = max(r.longest, d)
 }
 
-// Quantiles returns the median, the 99th percentile (both to 2 significant
-// figures) and the exact longest duration; all 0 before the first Record.
-func (r *Recorder) Quantiles() (p50, p99, longest time.Duration) {
+// Count returns how many durations were recorded.
+func (r *Recorder) Count() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
+}
+
+// Summary returns the count, total, median, p99 and longest duration.
+func (r *Recorder) Summary() Summary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.hist == nil {
-		return 0, 0, 0
+		return Summary{}
 	}
 	// A quantile is its bucket's upper end, which may pass the exact max.
 	at := func(q float64) time.Duration {
 		return min(time.Duration(r.hist.ValueAtQuantile(q))*time.Microsecond, r.longest)
 	}
-	return at(50), at(99), r.longest
+	return Summary{Count: r.count, Total: r.total, P50: at(50), P99: at(99), Max: r.longest}
 }

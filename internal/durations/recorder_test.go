@@ -2,14 +2,16 @@ package durations
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestRecorder: the median, p99 and max of recorded durations,
-// the percentiles to 2 significant figures and never above the max.
+// TestRecorder: the count, total and max of recorded durations are exact,
+// the median and p99 to 2 significant figures and never above the max.
 func TestRecorder(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	var oneToHundred []time.Duration
@@ -34,11 +36,18 @@ func TestRecorder(t *testing.T) {
 			for _, d := range tc.in {
 				r.Record(d)
 			}
-			p50, p99, longest := r.Quantiles()
+			s := r.Summary()
+			p50, p99, longest := s.P50, s.P99, s.Max
 			require.Equal(t, tc.longest, longest, "the max is exact")
+			require.Equal(t, int64(len(tc.in)), s.Count)
+			require.Equal(t, int64(len(tc.in)), r.Count())
+			var total time.Duration
+			for _, d := range tc.in {
+				total += d
+			}
+			require.Equal(t, total, s.Total, "the total is exact")
 			if tc.longest == 0 {
-				require.Zero(t, p50)
-				require.Zero(t, p99)
+				require.Zero(t, s)
 				return
 			}
 			require.InEpsilon(t, float64(tc.p50), float64(p50), 0.01, "median %v", p50)
@@ -47,4 +56,43 @@ func TestRecorder(t *testing.T) {
 			require.LessOrEqual(t, p99, longest)
 		})
 	}
+}
+
+// TestRecorderConcurrent: Summary may be called while durations are
+// recorded (run with -race), and sees a consistent summary.
+func TestRecorderConcurrent(t *testing.T) {
+	var r Recorder
+	require.Zero(t, r.Summary())
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				r.Record(time.Duration(1+(i+w)%50) * time.Millisecond)
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Go(func() {
+			for {
+				s := r.Summary()
+				assert.LessOrEqual(t, s.P50, s.P99)
+				assert.LessOrEqual(t, s.P99, s.Max)
+				assert.LessOrEqual(t, s.Max, s.Total)
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	s := r.Summary()
+	require.Equal(t, int64(2000), s.Count)
+	require.Equal(t, 50*time.Millisecond, s.Max)
+	require.InEpsilon(t, float64(25*time.Millisecond), float64(s.P50), 0.1)
 }
