@@ -79,17 +79,20 @@ func (p *Processor) Run(ctx context.Context) error {
 	log := p.cfg.logger
 	for {
 		err := r.runLifetime(ctx)
+		if c := txn.ClassOf(err); c == txn.ClassReset || c == txn.ClassOutcomeUnknown {
+			log.Warn("transactional client unusable; rebuilding it and resuming from the committed offsets", "err", err)
+			err = r.yieldToSuccessor(ctx) // nil: rebuild
+		} else if err == nil {
+			return nil
+		}
 		switch {
 		case err == nil:
-			return nil
+			p.stats.rebuilds.Add(1)
 		case errors.Is(err, ErrFenced):
 			p.stats.fenced.Add(1)
 			log.Error("fenced: another process holds this instance ID; stopping",
 				"group", p.cfg.group, "instance", p.cfg.instanceID, "err", err)
 			return err
-		case txn.ClassOf(err) == txn.ClassReset || txn.ClassOf(err) == txn.ClassOutcomeUnknown:
-			p.stats.rebuilds.Add(1)
-			log.Warn("transactional client unusable; rebuilding it and resuming from the committed offsets", "err", err)
 		default:
 			return err
 		}

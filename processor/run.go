@@ -71,6 +71,21 @@ func (r *run) close() {
 	}
 }
 
+// yieldToSuccessor runs before a rebuild: under the consumer protocol a
+// process whose member expired waits for a newer process to take the
+// instance ID (see txn.YieldToSuccessor); an error matching ErrFenced if
+// one does.
+func (r *run) yieldToSuccessor(ctx context.Context) error {
+	cfg := txn.Config{
+		Brokers: r.cfg.brokers, Group: r.cfg.group, InstanceID: r.cfg.instanceID,
+		GroupProtocol: r.cfg.groupProtocol, ClientOpts: r.cfg.clientOpts(),
+	}
+	if e := txn.YieldToSuccessor(ctx, cfg, r.members.list(), txn.SuccessorGrace, r.cfg.clock.After); e != nil {
+		return e
+	}
+	return nil
+}
+
 // memberIDs is a set of group member IDs, safe for the client's callbacks.
 type memberIDs struct {
 	mu  sync.Mutex

@@ -37,7 +37,10 @@ const (
 	// instance ID and finds it held for longer than a dead member's
 	// session can last (twice the group's consumer.session.timeout.ms,
 	// read with DescribeConfigs; 45s if that is refused) stops with
-	// ErrFenced: a live process has the ID.
+	// ErrFenced: a live process has the ID. A process whose own member
+	// expired (it was stopped past its session) gives a newer process
+	// waiting for the ID time to take it before it rejoins: see
+	// YieldToSuccessor.
 	GroupProtocolConsumer GroupProtocol = "consumer"
 )
 
@@ -211,9 +214,13 @@ func (s *Session) sessionTimeout848(ctx context.Context) time.Duration {
 // holder848 returns the member ID holding our instance ID ("" if none;
 // false if the group could not be asked).
 func (s *Session) holder848(ctx context.Context) (string, bool) {
+	return holder848(ctx, s.gts.Client(), s.cfg.Group, s.cfg.InstanceID)
+}
+
+func holder848(ctx context.Context, cl *kgo.Client, group, instanceID string) (string, bool) {
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
-	req.Groups = []string{s.cfg.Group}
-	resp, err := req.RequestWith(ctx, s.gts.Client())
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return "", false
 	}
@@ -222,12 +229,66 @@ func (s *Session) holder848(ctx context.Context) (string, bool) {
 			return "", false
 		}
 		for _, m := range g.Members {
-			if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID {
+			if m.InstanceID != nil && *m.InstanceID == instanceID {
 				return m.MemberID, true
 			}
 		}
 	}
 	return "", true
+}
+
+// SuccessorGrace is how long YieldToSuccessor waits for a newer process
+// to take a free instance ID: franz-go retries a join refused with
+// UNRELEASED_INSTANCE_ID within its retry backoff (kgo.RetryBackoffFn),
+// 5s at most by default.
+const SuccessorGrace = 6 * time.Second
+
+// YieldToSuccessor is, under GroupProtocolConsumer, the step between a
+// Session that failed (ClassReset, ClassOutcomeUnknown) and the one that
+// replaces it, in a process that held its instance ID under the member
+// IDs ours. The broker gives a free instance ID to whoever asks first, so
+// a process whose member expired while it was stopped would, by
+// rebuilding at once, win the ID from a newer process that has been
+// waiting for it (refused UNRELEASED_INSTANCE_ID while the member that
+// replaced this one held it), and that newer process would stop. So when
+// nobody holds the ID, this waits up to grace for another member to take
+// it. It returns a ClassFenced *Error if another member holds the ID or
+// takes it; nil to rebuild: this process's own earlier member holds it
+// (the new client's join waits for that member's session to end), nobody
+// came, the group could not be asked, ctx is done, or the protocol is
+// classic (the newest joiner takes the ID there; incarnations order the
+// rest). A short-lived client built from cfg.Brokers and cfg.ClientOpts
+// (pass connection options only: TLS, SASL, logging) asks the group;
+// after is the caller's clock.
+func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
+	if cfg.GroupProtocol != GroupProtocolConsumer || len(ours) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts...)...)
+	if err != nil {
+		return nil // the Session's NewSession reports bad options
+	}
+	defer cl.Close()
+	const every = 250 * time.Millisecond
+	for waited := time.Duration(0); ; waited += every {
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		holder, ok := holder848(qctx, cl, cfg.Group, cfg.InstanceID)
+		cancel()
+		if !ok {
+			return nil
+		}
+		if why := replaced(holder, ours, &HolderWait{}, time.Time{}); why != "" {
+			return &Error{ClassFenced, "rejoin", errors.New(why)}
+		}
+		if holder != "" || waited >= grace {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-after(every):
+		}
+	}
 }
 
 // otherHolder848 is otherHolder for a consumer-protocol group, which
