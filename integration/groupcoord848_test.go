@@ -23,6 +23,7 @@ import (
 // test expects that there: when a kfake release hands them on, this test
 // fails, and kafkatest.expireParkedStaticMembers can go.
 func TestCoordinator848ParkedStaticMember(t *testing.T) {
+	kafkatest.ProtocolIndependent(t)
 	c := kafkatest.New(t, kafkatest.KeepParkedStaticMembers())
 	topic := c.CreateTopic(t, "in", 2, nil)
 	group := kafkatest.Name(t, "g")

@@ -44,6 +44,7 @@ func skipOnKfake(t *testing.T) {
 // pending-sync deadline.
 func TestCoordinatorExpiresUnreachableJoiner(t *testing.T) {
 	skipOnKfake(t)
+	kafkatest.ProtocolIndependent(t)
 	c := kafkatest.New(t)
 	group := kafkatest.Name(t, "g")
 	const session, rebal = 2 * time.Second, 10 * time.Second
@@ -107,6 +108,7 @@ func TestCoordinatorExpiresUnreachableJoiner(t *testing.T) {
 // rebalance never ends while one member stays silent.
 func TestCoordinatorRebalanceDeadline(t *testing.T) {
 	skipOnKfake(t)
+	kafkatest.ProtocolIndependent(t)
 	c := kafkatest.New(t)
 	group := kafkatest.Name(t, "g")
 	// Sessions far longer than the test: only the rebalance deadline can
@@ -173,6 +175,7 @@ func TestCoordinatorRebalanceDeadline(t *testing.T) {
 // then joins again as a new member: one more rebalance.
 func TestCoordinatorKeepsWaitingJoiner(t *testing.T) {
 	skipOnKfake(t)
+	kafkatest.ProtocolIndependent(t)
 	c := kafkatest.New(t)
 	group := kafkatest.Name(t, "g")
 	a := newRawMember(t, c, group, "a", 2*time.Second, 10*time.Second)

@@ -93,6 +93,17 @@ func GroupProtocol() string {
 // Consumer848 reports whether the tests run under the consumer protocol.
 func Consumer848() bool { return GroupProtocol() == "consumer" }
 
+// ProtocolIndependent skips t in the consumer-protocol pass
+// (ONCEFLOW_GROUP_PROTOCOL=consumer): t drives the group protocol by hand,
+// so what it checks does not depend on the protocol the suite runs under,
+// and the classic pass has run it already.
+func ProtocolIndependent(t testing.TB) {
+	t.Helper()
+	if Consumer848() {
+		t.Skip("drives the group protocol by hand: runs in the classic pass only")
+	}
+}
+
 // Real reports whether tests run against real brokers.
 func Real() bool { return os.Getenv(EnvBrokers) != "" }
 
