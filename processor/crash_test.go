@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
 	"github.com/onceflow/onceflow/processor"
@@ -98,6 +101,46 @@ func TestZombieSameInstance(t *testing.T) {
 		require.ErrorIs(t, a.wait(t, 30*time.Second), processor.ErrFenced)
 		require.NoError(t, b.stop(t))
 		rep = pl.read(t)
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+	})
+}
+
+// TestRebuildYieldsToNewerProcess (KIP-848): A's commit ends in an
+// unknown outcome, so A rebuilds its client, and its member is gone from
+// the group by then (on Kafka because A was stopped past its session, as
+// integration's TestZombie once saw; here kfake drops a closed static
+// member at once, see kafkatest). B, a newer process with A's instance
+// ID, asks for the ID a second later, while it is free. The coordinator
+// gives a free ID to whoever asks first, so A must leave B the time to
+// take it and then stop with ErrFenced, rather than rejoin at once and
+// leave B waiting for an ID it will not get. Under the classic protocol
+// the newest joiner takes the ID whatever the order
+// (TestZombieSameInstance).
+func TestRebuildYieldsToNewerProcess(t *testing.T) {
+	if !kafkatest.Consumer848() {
+		t.Skip("the consumer protocol's rule: ONCEFLOW_GROUP_PROTOCOL=consumer")
+	}
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		if c.Fake == nil {
+			t.Skip("needs kfake fault injection, and a member that is gone when its client closes")
+		}
+		pl := newPipeline(t, c, 2, 4000, 50)
+		pl.produce(t, 0, pl.inputs/2)
+		a := start(t, pl.opts("i1", copyHandler)...)
+		pl.waitOutputs(t, pl.inputs/2, 30*time.Second)
+
+		// The next commit is applied, then answered with an error.
+		h := c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.RequestTimedOut, Count: 1})
+		pl.produce(t, pl.inputs/2, pl.inputs)
+		require.Eventually(t, func() bool { return h.Hits() == 1 }, 30*time.Second, 10*time.Millisecond)
+		time.Sleep(time.Second) // A rejoining at once would hold the ID by then
+		b := start(t, pl.opts("i1", copyHandler)...)
+
+		require.ErrorIs(t, a.wait(t, 30*time.Second), processor.ErrFenced)
+		pl.waitDone(t, 60*time.Second)
+		require.NoError(t, b.stop(t))
+		rep := pl.read(t)
 		require.True(t, rep.ExactlyOnce(), rep.String())
 		require.Equal(t, pl.inputs, rep.Outputs)
 	})

@@ -214,27 +214,30 @@ func (s *Session) sessionTimeout848(ctx context.Context) time.Duration {
 // holder848 returns the member ID holding our instance ID ("" if none;
 // false if the group could not be asked).
 func (s *Session) holder848(ctx context.Context) (string, bool) {
-	return holder848(ctx, s.gts.Client(), s.cfg.Group, s.cfg.InstanceID)
+	h, err := holder848(ctx, s.gts.Client(), s.cfg.Group, s.cfg.InstanceID)
+	return h, err == nil
 }
 
-func holder848(ctx context.Context, cl *kgo.Client, group, instanceID string) (string, bool) {
+// holder848 is Session.holder848 on any client. Its error is the request's
+// (the brokers could not be reached) or the group's answer (a *kerr.Error).
+func holder848(ctx context.Context, cl *kgo.Client, group, instanceID string) (string, error) {
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
 	req.Groups = []string{group}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return "", false
+		return "", err
 	}
 	for _, g := range resp.Groups {
-		if g.ErrorCode != 0 {
-			return "", false
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return "", err
 		}
 		for _, m := range g.Members {
 			if m.InstanceID != nil && *m.InstanceID == instanceID {
-				return m.MemberID, true
+				return m.MemberID, nil
 			}
 		}
 	}
-	return "", true
+	return "", nil
 }
 
 // SuccessorGrace is how long YieldToSuccessor waits for a newer process
@@ -255,11 +258,13 @@ const SuccessorGrace = 6 * time.Second
 // it. It returns a ClassFenced *Error if another member holds the ID or
 // takes it; nil to rebuild: this process's own earlier member holds it
 // (the new client's join waits for that member's session to end), nobody
-// came, the group could not be asked, ctx is done, or the protocol is
-// classic (the newest joiner takes the ID there; incarnations order the
-// rest). A short-lived client built from cfg.Brokers and cfg.ClientOpts
-// (pass connection options only: TLS, SASL, logging) asks the group;
-// after is the caller's clock.
+// came, the group refused to be described, ctx is done, or the protocol
+// is classic (the newest joiner takes the ID there; incarnations order
+// the rest). While the brokers cannot be reached (a network partition
+// that made the last Session fail) it keeps asking: the new Session could
+// not join before then either. A short-lived client built from
+// cfg.Brokers and cfg.ClientOpts (pass connection options only: TLS,
+// SASL, logging) asks the group; after is the caller's clock.
 func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
 	if cfg.GroupProtocol != GroupProtocolConsumer || len(ours) == 0 {
 		return nil
@@ -270,19 +275,25 @@ func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time
 	}
 	defer cl.Close()
 	const every = 250 * time.Millisecond
-	for waited := time.Duration(0); ; waited += every {
+	waited := time.Duration(0) // since the ID was first seen free
+	for {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		holder, ok := holder848(qctx, cl, cfg.Group, cfg.InstanceID)
+		holder, err := holder848(qctx, cl, cfg.Group, cfg.InstanceID)
 		cancel()
-		if !ok {
-			return nil
+		var refused *kerr.Error
+		switch {
+		case errors.As(err, &refused):
+			return nil // the group would not say: rebuild as before
+		case err == nil:
+			if why := replaced(holder, ours, &HolderWait{}, time.Time{}); why != "" {
+				return &Error{ClassFenced, "rejoin", errors.New(why)}
+			}
+			if holder != "" || waited >= grace {
+				return nil
+			}
+			waited += every
 		}
-		if why := replaced(holder, ours, &HolderWait{}, time.Time{}); why != "" {
-			return &Error{ClassFenced, "rejoin", errors.New(why)}
-		}
-		if holder != "" || waited >= grace {
-			return nil
-		}
+		// Unreachable, or the ID is free: ask again.
 		select {
 		case <-ctx.Done():
 			return nil
