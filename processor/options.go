@@ -312,7 +312,9 @@ const (
 	// holder of an instance ID keeps it until it leaves or its session
 	// expires, so a replacement started after a crash (no leave) waits out
 	// the broker's session timeout before it gets partitions, and a
-	// returning zombie cannot take the ID back from a live member. Needs
+	// returning zombie cannot take the ID back from a live member; one
+	// whose client must be rebuilt first waits up to 6s for a newer
+	// process to take a free ID (txn.YieldToSuccessor). Needs
 	// onceflow's franz-go patch (third_party/franz-go; copy its replace
 	// directive into the application's go.mod): without it a rebalance
 	// that meets an open transaction stalls that transaction for the
