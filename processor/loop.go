@@ -101,6 +101,13 @@ func (r *run) runLifetime(ctx context.Context) error {
 		refreshWG.Wait()
 		stopGate()
 		l.staleAll()
+		// The client may have rejoined under a new member ID that no
+		// assignment has reported yet (members records IDs as offsets
+		// are fetched): closed, that member is this process's, and a
+		// rebuild must not take it for another process's.
+		if member, epoch := s.Client().GroupMetadata(); epoch > 0 {
+			r.members.add(member)
+		}
 		s.Close()
 	}()
 	if p.metrics != nil {

@@ -22,8 +22,9 @@ type run struct {
 	d     *dispatcher
 	comps *completionQueue
 	gen   atomic.Uint64 // source of partition generations
-	// members are the group member IDs this Run's clients were assigned
-	// partitions under; see txn.Session.CheckReplaced.
+	// members are the group member IDs this Run's clients held the
+	// instance ID under: recorded as partitions are assigned and when a
+	// client that joined closes; see txn.Session.CheckReplaced.
 	members memberIDs
 	// waitedFor is the member holding the instance ID that this Run, never
 	// a holder, waits for (the loop's; see txn.Session.CheckReplaced).
