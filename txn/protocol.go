@@ -170,7 +170,7 @@ func replaced(holder string, ours []string, w *HolderWait, now time.Time) string
 	case holder == "" || slices.Contains(ours, holder):
 		return ""
 	case len(ours) > 0:
-		return fmt.Sprintf("member %s took this process's instance ID after it was expelled", holder)
+		return tookAfterExpelled(holder)
 	case w.holder == "":
 		w.holder, w.since = holder, now
 		return ""
@@ -180,6 +180,10 @@ func replaced(holder string, ours []string, w *HolderWait, now time.Time) string
 		return fmt.Sprintf("member %s has held the instance ID for %v, longer than a dead member's session lasts (%v): a live process has it", holder, now.Sub(w.since).Round(time.Millisecond), w.patience)
 	}
 	return ""
+}
+
+func tookAfterExpelled(holder string) string {
+	return fmt.Sprintf("member %s took this process's instance ID after it was expelled", holder)
 }
 
 // sessionTimeout848 reads the group's consumer.session.timeout.ms (which
@@ -285,8 +289,8 @@ func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time
 		case errors.As(err, &refused):
 			return nil // the group would not say: rebuild as before
 		case err == nil:
-			if why := replaced(holder, ours, &HolderWait{}, time.Time{}); why != "" {
-				return &Error{ClassFenced, "rejoin", errors.New(why)}
+			if judgeHolder848(holder, ours...) == holderNewer {
+				return &Error{ClassFenced, "rejoin", errors.New(tookAfterExpelled(holder))}
 			}
 			if holder != "" || waited >= grace {
 				return nil
