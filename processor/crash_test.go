@@ -146,6 +146,49 @@ func TestRebuildYieldsToNewerProcess(t *testing.T) {
 	})
 }
 
+// TestLostMemberYieldsToNewerProcess (KIP-848): A, idle, is cut off
+// from the cluster (a pause, or a network partition) past its session, so
+// the group expels its member; B, a newer process with A's instance ID,
+// is cut off too until A is back. When A's connection heals, its heartbeat
+// learns it was expelled and franz-go rejoins: if A took the free ID at
+// once, B, a moment later, would wait for an ID held by a live process
+// and stop. A must instead leave B the time to take the ID (txn.YieldOnLost)
+// and stop with ErrFenced; B does the rest of the work exactly once.
+func TestLostMemberYieldsToNewerProcess(t *testing.T) {
+	if !kafkatest.Consumer848() {
+		t.Skip("the consumer protocol's rule: ONCEFLOW_GROUP_PROTOCOL=consumer")
+	}
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 2, 2000, 50)
+		pl.produce(t, 0, pl.inputs/2)
+		// Short retries: each client reaches the cluster within 100ms of
+		// its heal, so the order of the heals is the order of the joins.
+		quick := kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })
+		var cutA, cutB kafkatest.Cutter
+		a := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutA.Opt(), quick))...)
+		pl.waitOutputs(t, pl.inputs/2, 30*time.Second)
+		was := pl.holder(t, "i1")
+		require.NotEmpty(t, was)
+
+		cutA.Cut()
+		cutB.Cut()
+		b := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutB.Opt(), quick))...)
+		require.Eventually(t, func() bool { return pl.holder(t, "i1") == "" }, 30*time.Second, 50*time.Millisecond,
+			"A's member was not expelled")
+		cutA.Heal()
+		time.Sleep(time.Second) // without the yield, A holds the ID again by now
+		cutB.Heal()
+
+		require.ErrorIs(t, a.wait(t, 30*time.Second), processor.ErrFenced)
+		pl.produce(t, pl.inputs/2, pl.inputs)
+		pl.waitDone(t, 60*time.Second)
+		require.NoError(t, b.stop(t))
+		rep := pl.read(t)
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+	})
+}
+
 // TestDuplicateInstance: a second process starts with the instance ID of a
 // live one (a misconfiguration, or a replacement started while the first
 // was only paused). One of them must stop with ErrFenced and the other

@@ -27,6 +27,9 @@ type groupEvents struct {
 	// txn.Session.Poll).
 	rebalanceWanted atomic.Bool
 	members         *memberIDs // the member IDs partitions were assigned under (run.members)
+	// yield, under the consumer protocol, holds back franz-go's rejoin
+	// after the member was expelled (see onLost); nil under classic.
+	yield func(ctx context.Context, cl *kgo.Client) error
 
 	mu         sync.Mutex
 	assigned   map[tp]committedInfo // the committed position of each assigned partition
@@ -99,6 +102,23 @@ func (g *groupEvents) onRevoked(_ context.Context, _ *kgo.Client, revoked map[st
 		}
 	}
 	g.rebalanced = true
+}
+
+// onLost is onRevoked for partitions lost without a revoke: the member
+// was expelled (its session expired while the process was stopped or cut
+// off) or fenced. franz-go rejoins as soon as this returns, so under the
+// consumer protocol it first yields the instance ID to a newer process
+// that may be waiting for it (txn.YieldOnLost); the loop stops fenced if
+// one takes it.
+func (g *groupEvents) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	g.onRevoked(ctx, cl, lost)
+	if g.yield == nil {
+		return
+	}
+	if err := g.yield(ctx, cl); err != nil {
+		g.fail(err)
+		g.wake()
+	}
 }
 
 func (g *groupEvents) onRebalanceWanted(context.Context, *kgo.Client) {

@@ -130,6 +130,22 @@ func (r *running) wait(t *testing.T, timeout time.Duration) error {
 	}
 }
 
+// holder returns the member ID holding instance ID in the group ("" if
+// none).
+func (pl *pipeline) holder(t *testing.T, instance string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, members, err := pl.c.DescribeGroup(ctx, pl.group)
+	require.NoError(t, err)
+	for _, m := range members {
+		if m.InstanceID == instance {
+			return m.MemberID
+		}
+	}
+	return ""
+}
+
 // read returns the committed outputs and dead letters, verified.
 func (pl *pipeline) read(t *testing.T) verify.Report {
 	t.Helper()

@@ -86,7 +86,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 		ClientOpts: append(append(clientOpts,
 			kgo.OnOffsetsFetched(l.group.onOffsetsFetched),
 			kgo.OnPartitionsRevoked(l.group.onRevoked),
-			kgo.OnPartitionsLost(l.group.onRevoked),
+			kgo.OnPartitionsLost(l.group.onLost),
 			kgo.OnPartitionsCallbackBlocked(l.group.onRebalanceWanted),
 		), l.keyspaceOpts()...),
 	})
@@ -125,6 +125,11 @@ func (r *run) newLifetime(ctx context.Context) *lifetime {
 		listedEnds: make(map[tp]int64)}
 	l.group = newGroupEvents(r.cfg.logger, r.comps.wakePoll)
 	l.group.members = &r.members
+	if r.cfg.groupProtocol == GroupProtocolConsumer {
+		l.group.yield = func(cbCtx context.Context, cl *kgo.Client) error {
+			return r.yieldOnLost(ctx, cbCtx, cl)
+		}
+	}
 	l.keyspaces = newKeyspaces(l)
 	l.restores = newRestores(ctx, r.cfg)
 	l.produceCtx = context.WithoutCancel(ctx)

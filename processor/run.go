@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/onceflow/onceflow/dedupe"
 	"github.com/onceflow/onceflow/statestore"
 	"github.com/onceflow/onceflow/txn"
@@ -77,14 +79,36 @@ func (r *run) close() {
 // instance ID (see txn.YieldToSuccessor); an error matching ErrFenced if
 // one does.
 func (r *run) yieldToSuccessor(ctx context.Context) error {
-	cfg := txn.Config{
-		Brokers: r.cfg.brokers, Group: r.cfg.group, InstanceID: r.cfg.instanceID,
-		GroupProtocol: r.cfg.groupProtocol, ClientOpts: r.cfg.clientOpts(),
-	}
-	if e := txn.YieldToSuccessor(ctx, cfg, r.members.list(), txn.SuccessorGrace, r.cfg.clock.After); e != nil {
+	if e := txn.YieldToSuccessor(ctx, r.yieldConfig(), r.members.list(), txn.SuccessorGrace, r.cfg.clock.After); e != nil {
 		return e
 	}
 	return nil
+}
+
+// yieldOnLost is yieldToSuccessor on a running client whose member was
+// expelled, before franz-go rejoins (see groupEvents.onLost). It ends
+// with Run's ctx or the client (cbCtx), whichever ends first: the loop's
+// polls wait for it.
+func (r *run) yieldOnLost(ctx, cbCtx context.Context, cl *kgo.Client) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(cbCtx, cancel)()
+	// A member that joined (epoch > 0) since its last assignment, which
+	// records member IDs, is this process's, not another's.
+	if member, epoch := cl.GroupMetadata(); epoch > 0 {
+		r.members.add(member)
+	}
+	if e := txn.YieldOnLost(ctx, cl, r.yieldConfig(), r.members.list(), txn.SuccessorGrace, r.cfg.clock.After); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (r *run) yieldConfig() txn.Config {
+	return txn.Config{
+		Brokers: r.cfg.brokers, Group: r.cfg.group, InstanceID: r.cfg.instanceID,
+		GroupProtocol: r.cfg.groupProtocol, ClientOpts: r.cfg.clientOpts(),
+	}
 }
 
 // memberIDs is a set of group member IDs, safe for the client's callbacks.

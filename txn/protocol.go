@@ -120,8 +120,13 @@ func (s *Session) CheckGroupProtocol(ctx context.Context) error {
 // The zero value is ready to use; keep one per process (a processor Run).
 type HolderWait struct {
 	holder   string        // the first holder met
-	since    time.Time     // when it was met
+	since    time.Time     // when it was met, or when the coordinator last moved
 	patience time.Duration // how long a dead holder can hold the ID; 0 until read
+	// coordinator is the group coordinator's node at the last check
+	// (valid with knowCoordinator): a coordinator that moved loaded the
+	// group afresh and restarted every member's session timer.
+	coordinator     int32
+	knowCoordinator bool
 }
 
 // CheckReplaced judges UNRELEASED_INSTANCE_ID, which a KIP-848 member
@@ -143,7 +148,11 @@ func (s *Session) CheckReplaced(ctx context.Context, now time.Time, op string, e
 	if w.patience == 0 {
 		w.patience = 2 * s.sessionTimeout848(ctx)
 	}
-	if why := replaced(holder, ours, w, now); why != "" {
+	coordinator := int32(-1)
+	if r, ok := kadm.NewClient(s.gts.Client()).FindGroupCoordinators(ctx, s.cfg.Group)[s.cfg.Group]; ok && r.Err == nil {
+		coordinator = r.NodeID
+	}
+	if why := replaced(holder, coordinator, ours, w, now); why != "" {
 		return &Error{ClassFenced, op, fmt.Errorf("%s: %w", why, err)}
 	}
 	return nil
@@ -164,8 +173,18 @@ func (s *Session) CheckReplaced(ctx context.Context, now time.Time, op string, e
 // the ID first). The coordinator orders processes, not incarnations: if
 // the newer process is expelled and an older one takes the ID, the newer
 // one stops (exactly-once holds either way: every takeover bumps the
-// transactional epoch).
-func replaced(holder string, ours []string, w *HolderWait, now time.Time) string {
+// transactional epoch). coordinator is the group coordinator's node (-1
+// if unknown): a coordinator that moved since the last check restarts the
+// patience, as it restarted the holder's session timer when it loaded the
+// group (a dead holder outlived the doubled patience in a soak when the
+// coordinator's node restarted while a replacement waited).
+func replaced(holder string, coordinator int32, ours []string, w *HolderWait, now time.Time) string {
+	if coordinator >= 0 {
+		if w.knowCoordinator && coordinator != w.coordinator && w.holder != "" {
+			w.since = now
+		}
+		w.coordinator, w.knowCoordinator = coordinator, true
+	}
 	switch {
 	case holder == "" || slices.Contains(ours, holder):
 		return ""
@@ -278,6 +297,24 @@ func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time
 		return nil // the Session's NewSession reports bad options
 	}
 	defer cl.Close()
+	return yieldToSuccessor(ctx, cl, cfg, ours, grace, after)
+}
+
+// YieldOnLost is YieldToSuccessor for a client whose group member was
+// expelled while the process ran: call it from kgo.OnPartitionsLost with
+// the callback's client. franz-go rejoins as soon as that callback
+// returns, so a process that wakes from a pause longer than its session
+// would otherwise take the free instance ID from a newer process that has
+// been waiting for it. The callback holds the client's group management
+// (and its polls) while this waits; cancel ctx to end the wait.
+func YieldOnLost(ctx context.Context, cl *kgo.Client, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
+	if cfg.GroupProtocol != GroupProtocolConsumer || len(ours) == 0 {
+		return nil
+	}
+	return yieldToSuccessor(ctx, cl, cfg, ours, grace, after)
+}
+
+func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
 	const every = 250 * time.Millisecond
 	waited := time.Duration(0) // since the ID was first seen free
 	for {

@@ -178,21 +178,39 @@ func TestReplaced848(t *testing.T) {
 		ours      []string
 		checks    []check
 		waitedFor string
+		// coordinators are the group coordinator's node at each check
+		// (-1: not found); nil: node 0 throughout.
+		coordinators []int32
 	}{
-		{"our earlier client holds it", []string{"m0", "m1"}, []check{{"m0", 0, false}, {"m0", time.Minute, false}}, ""},
-		{"held it, another holds it now", []string{"m0"}, []check{{"n", 0, true}}, ""},
-		{"never held it, one holder within patience", nil, []check{{"d", 0, false}, {"d", time.Second, false}, {"d", patience, false}}, "d"},
-		{"never held it, the holder changed", nil, []check{{"d", 0, false}, {"n", time.Second, true}}, "d"},
+		{"our earlier client holds it", []string{"m0", "m1"}, []check{{"m0", 0, false}, {"m0", time.Minute, false}}, "", nil},
+		{"held it, another holds it now", []string{"m0"}, []check{{"n", 0, true}}, "", nil},
+		{"never held it, one holder within patience", nil, []check{{"d", 0, false}, {"d", time.Second, false}, {"d", patience, false}}, "d", nil},
+		{"never held it, the holder changed", nil, []check{{"d", 0, false}, {"n", time.Second, true}}, "d", nil},
 		// A newer process took the ID before this one first looked (it
 		// was stopped meanwhile): only time tells it from a dead holder.
-		{"never held it, one holder past patience", nil, []check{{"n", 0, false}, {"n", patience + time.Millisecond, true}}, "n"},
-		{"nobody holds it", nil, []check{{"", 0, false}, {"", time.Minute, false}}, ""},
-		{"nobody, then a holder: patience starts then", nil, []check{{"", 0, false}, {"d", time.Minute, false}, {"d", time.Minute + patience, false}}, "d"},
+		{"never held it, one holder past patience", nil, []check{{"n", 0, false}, {"n", patience + time.Millisecond, true}}, "n", nil},
+		{"nobody holds it", nil, []check{{"", 0, false}, {"", time.Minute, false}}, "", nil},
+		{"nobody, then a holder: patience starts then", nil, []check{{"", 0, false}, {"d", time.Minute, false}, {"d", time.Minute + patience, false}}, "d", nil},
+		// The new coordinator restarted the dead holder's session timer.
+		{"never held it, the coordinator moved: patience starts again", nil,
+			[]check{{"d", 0, false}, {"d", 2 * time.Second, false}, {"d", patience + 2*time.Second, false}, {"d", patience + 2*time.Second + time.Millisecond, true}},
+			"d", []int32{0, 1, 1, 1}},
+		{"never held it, the coordinator not found for a while", nil,
+			[]check{{"d", 0, false}, {"d", time.Second, false}, {"d", patience + time.Millisecond, true}},
+			"d", []int32{0, -1, 0}},
+		{"never held it, the coordinator moved and came back", nil,
+			[]check{{"d", 0, false}, {"d", time.Second, false}, {"d", 2 * time.Second, false}, {"d", patience + 2*time.Second, false}, {"d", patience + 2*time.Second + time.Millisecond, true}},
+			"d", []int32{0, 1, 0, 0, 0}},
+		{"held it: a moved coordinator changes nothing", []string{"m0"}, []check{{"n", 0, true}}, "", []int32{1}},
 	} {
 		w := HolderWait{patience: patience}
 		t0 := time.Unix(1000, 0)
 		for i, c := range tc.checks {
-			if got := replaced(c.holder, tc.ours, &w, t0.Add(c.at)) != ""; got != c.want {
+			coordinator := int32(0)
+			if tc.coordinators != nil {
+				coordinator = tc.coordinators[i]
+			}
+			if got := replaced(c.holder, coordinator, tc.ours, &w, t0.Add(c.at)) != ""; got != c.want {
 				t.Errorf("%s: check %d (holder %q at %v): replaced=%v, want %v", tc.name, i, c.holder, c.at, got, c.want)
 			}
 		}

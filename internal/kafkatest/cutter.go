@@ -58,3 +58,11 @@ func (c *Cutter) CutFor(d time.Duration) {
 	}
 	c.conns = nil
 }
+
+// Heal ends a cut: the client can connect again (a partition healed, or a
+// paused process woken).
+func (c *Cutter) Heal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = false
+}
