@@ -129,3 +129,64 @@ func TestOutcomeUnknownConnectionLost(t *testing.T) {
 		t.Logf("stats: %+v", r.p.Stats())
 	})
 }
+
+// TestExpelledMidTransaction (KIP-848): the group expels the member while
+// a transaction with offsets is open (a heartbeat answered
+// FENCED_MEMBER_EPOCH, or UNKNOWN_MEMBER_ID after a coordinator move).
+// franz-go waits for the loop's commit before it gives the partitions up,
+// and the commit's End forces a heartbeat that no heartbeat loop is left
+// to send: End must abort at once rather than wait out its context (twice
+// the transaction timeout) while the member is out of the group, as a
+// cluster soak saw around node restarts. Each fault is tried with the
+// offset commit accepted and refused.
+func TestExpelledMidTransaction(t *testing.T) {
+	if !kafkatest.Consumer848() {
+		t.Skip("the consumer protocol's heartbeat: ONCEFLOW_GROUP_PROTOCOL=consumer")
+	}
+	for _, tc := range []struct {
+		name string
+		hb   *kerr.Error
+		// commit is the TxnOffsetCommit's answer (nil: accepted). Kafka
+		// answers a transactional commit with a stale member epoch
+		// ILLEGAL_GENERATION, which a transactional producer knows.
+		commit *kerr.Error
+	}{
+		{"fenced epoch, commit accepted", kerr.FencedMemberEpoch, nil},
+		{"fenced epoch, commit refused", kerr.FencedMemberEpoch, kerr.IllegalGeneration},
+		{"unknown member, commit refused", kerr.UnknownMemberID, kerr.UnknownMemberID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+				if c.Fake == nil {
+					t.Skip("needs kfake fault injection")
+				}
+				pl := newPipeline(t, c, 2, 6000, 100)
+				pl.produce(t, 0, 1000)
+				// Commits 2s apart: a heartbeat (every 500ms) finds a
+				// transaction with offsets open, not only End's own.
+				r := start(t, append(pl.opts("i1", copyHandler),
+					processor.WithCommitInterval(2*time.Second), processor.WithMinCommitInterval(2*time.Second))...)
+				pl.waitOutputs(t, 1000, 30*time.Second)
+				faults := []kfake.Fault{{Keys: []kmsg.Key{kmsg.ConsumerGroupHeartbeat}, Err: tc.hb,
+					When: func(req kmsg.Request) bool { return req.(*kmsg.ConsumerGroupHeartbeatRequest).MemberEpoch > 0 }}}
+				if tc.commit != nil {
+					faults = append(faults, kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: tc.commit})
+				}
+				h := c.Fake.Fault(faults...)
+				for from := 1000; from < pl.inputs; from += 100 {
+					pl.produce(t, from, from+100)
+					time.Sleep(40 * time.Millisecond)
+				}
+				require.Positive(t, h.Hits())
+				pl.waitDone(t, 90*time.Second)
+				require.NoError(t, r.stop(t))
+				rep := pl.read(t)
+				require.True(t, rep.ExactlyOnce(), rep.String())
+				require.Equal(t, pl.inputs, rep.Outputs)
+				// An End that waits out its context leaves the commit's
+				// outcome unknown, and the client is rebuilt.
+				require.Zero(t, r.p.Stats().Rebuilds, "a commit waited for a heartbeat nobody sends")
+			})
+		})
+	}
+}

@@ -431,6 +431,12 @@ func (c *consumer) initGroup() {
 }
 
 func (g *groupConsumer) manageFailWait(consecutiveErrors int, err error) (ctxCanceled bool) {
+	// onceflow patch: no heartbeat loop runs until we rejoin; fail any
+	// forced heartbeat (GroupTransactSession.End) rather than leave it
+	// waiting on us while we wait on its AllowRebalance.
+	stopAnswering := g.failForcedHeartbeats(err)
+	defer stopAnswering()
+
 	// If the user has BlockPollOnRebalance enabled, we have to
 	// block around the onLost and assigning.
 	g.c.waitAndAddRebalance()
@@ -530,6 +536,13 @@ func (g *groupConsumer) manageFailWait(consecutiveErrors int, err error) (ctxCan
 // so onLost callbacks see the membership context that was active when the
 // loss occurred.
 func (g *groupConsumer) abandonAssignment(why string) {
+	// onceflow patch, as in manageFailWait: our member epoch is gone, so
+	// a forced heartbeat must fail (End aborts) instead of blocking until
+	// End's ctx expires while we block on End's caller in
+	// waitAndAddRebalance.
+	stopAnswering := g.failForcedHeartbeats(errors.New(why))
+	defer stopAnswering()
+
 	g.c.waitAndAddRebalance()
 
 	g.cfg.onLost(g.cl.ctx, g.cl, g.nowAssigned.read())
@@ -547,6 +560,31 @@ func (g *groupConsumer) abandonAssignment(why string) {
 	g.lastAssigned = nil
 
 	g.c.unaddRebalance()
+}
+
+// failForcedHeartbeats (onceflow patch) answers every forced heartbeat with err until the
+// returned stop is called. It is used while the manage goroutine is outside
+// any heartbeat loop because the member's session ended with err, so nothing
+// else would receive on heartbeatForceCh. err must be non-nil and must not be
+// REBALANCE_IN_PROGRESS: End must abort, not commit, when our epoch is gone.
+func (g *groupConsumer) failForcedHeartbeats(err error) (stop func()) {
+	if err == nil || errors.Is(err, kerr.RebalanceInProgress) {
+		err = fmt.Errorf("group session ended, member is not in the group: %w", err)
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case force := <-g.heartbeatForceCh:
+				force(err)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
 
 // Manages the group consumer's join / sync / heartbeat / fetch offset flow.

@@ -400,7 +400,10 @@ func (s *GroupTransactSession) End(ctx context.Context, commit TransactionEndTry
 	// and falls into the abort path below, same as a failed heartbeat.
 	var okHeartbeat bool
 	var heartbeatRebalance bool
-	if g != nil && commitErr == nil {
+	if g != nil && commitErr == nil && !hasAbortableCommitErr {
+		// onceflow patch: an abortable commit error aborts below
+		// whatever the heartbeat says; it typically means our member
+		// epoch is already gone, when no heartbeat loop may run.
 		if len(postcommit) == 0 {
 			okHeartbeat = true
 		} else {
