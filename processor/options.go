@@ -313,11 +313,12 @@ const (
 	// expires, so a replacement started after a crash (no leave) waits out
 	// the broker's session timeout before it gets partitions, and a
 	// returning zombie cannot take the ID back from a live member; one
-	// whose client must be rebuilt first waits up to 6s for a newer
-	// process to take a free ID (txn.YieldToSuccessor). Needs
-	// onceflow's franz-go patch (third_party/franz-go; copy its replace
-	// directive into the application's go.mod): without it a rebalance
-	// that meets an open transaction stalls that transaction for the
+	// that was expelled waits up to 6s for a newer process to take the
+	// free ID before it rejoins or rebuilds its client
+	// (txn.YieldToSuccessor, txn.YieldOnLost). Needs onceflow's franz-go
+	// patch (third_party/franz-go; copy its replace directive into the
+	// application's go.mod): without it a rebalance or an expulsion that
+	// meets an open transaction stalls that transaction for the
 	// transaction timeout.
 	GroupProtocolConsumer = txn.GroupProtocolConsumer
 )
