@@ -237,30 +237,36 @@ func (s *Session) sessionTimeout848(ctx context.Context) time.Duration {
 // holder848 returns the member ID holding our instance ID ("" if none;
 // false if the group could not be asked).
 func (s *Session) holder848(ctx context.Context) (string, bool) {
-	h, err := holder848(ctx, s.gts.Client(), s.cfg.Group, s.cfg.InstanceID)
+	h, _, err := holder848(ctx, s.gts.Client(), s.cfg.Group, s.cfg.InstanceID)
 	return h, err == nil
 }
 
-// holder848 is Session.holder848 on any client. Its error is the request's
-// (the brokers could not be reached) or the group's answer (a *kerr.Error).
-func holder848(ctx context.Context, cl *kgo.Client, group, instanceID string) (string, error) {
+// leftStaticEpoch is the member epoch of a static member that left
+// (Kafka's LEAVE_GROUP_STATIC_MEMBER_EPOCH): the group keeps it until its
+// session ends, but any member with its instance ID may replace it.
+const leftStaticEpoch = -2
+
+// holder848 is Session.holder848 on any client, with the holder's member
+// epoch. Its error is the request's (the brokers could not be reached) or
+// the group's answer (a *kerr.Error).
+func holder848(ctx context.Context, cl *kgo.Client, group, instanceID string) (member string, epoch int32, err error) {
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
 	req.Groups = []string{group}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	for _, g := range resp.Groups {
 		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return "", err
+			return "", 0, err
 		}
 		for _, m := range g.Members {
 			if m.InstanceID != nil && *m.InstanceID == instanceID {
-				return m.MemberID, nil
+				return m.MemberID, m.MemberEpoch, nil
 			}
 		}
 	}
-	return "", nil
+	return "", 0, nil
 }
 
 // SuccessorGrace is how long YieldToSuccessor waits for a newer process
@@ -277,12 +283,14 @@ const SuccessorGrace = 6 * time.Second
 // rebuilding at once, win the ID from a newer process that has been
 // waiting for it (refused UNRELEASED_INSTANCE_ID while the member that
 // replaced this one held it), and that newer process would stop. So when
-// nobody holds the ID, this waits up to grace for another member to take
-// it. It returns a ClassFenced *Error if another member holds the ID or
-// takes it; nil to rebuild: this process's own earlier member holds it
-// (the new client's join waits for that member's session to end), nobody
-// came, the group refused to be described, ctx is done, or the protocol
-// is classic (the newest joiner takes the ID there; incarnations order
+// nobody holds the ID, or only this process's earlier member that left
+// (a static member's leave lets any member take its ID), this waits up to
+// grace for another member to take it. It returns a ClassFenced *Error if
+// another member holds the ID or takes it; nil to rebuild: this process's
+// own earlier member holds it and has not left (nobody can take it before
+// that member's session ends, and the new client's join waits for it
+// too), nobody came, the group refused to be described, ctx is done, or
+// the protocol is classic (the newest joiner takes the ID there; incarnations order
 // the rest). While the brokers cannot be reached (a network partition
 // that made the last Session fail) it keeps asking: the new Session could
 // not join before then either. A short-lived client built from
@@ -319,7 +327,7 @@ func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Config, ours []st
 	waited := time.Duration(0) // since the ID was first seen free
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		holder, err := holder848(qctx, cl, cfg.Group, cfg.InstanceID)
+		holder, epoch, err := holder848(qctx, cl, cfg.Group, cfg.InstanceID)
 		cancel()
 		var refused *kerr.Error
 		switch {
@@ -329,12 +337,15 @@ func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Config, ours []st
 			if judgeHolder848(holder, ours...) == holderNewer {
 				return &Error{ClassFenced, "rejoin", errors.New(tookAfterExpelled(holder))}
 			}
-			if holder != "" || waited >= grace {
+			// Our earlier member, still in the group, keeps the ID
+			// from everyone until its session ends; one that left
+			// (a rebuild closed its client) lets anyone take it.
+			if (holder != "" && epoch != leftStaticEpoch) || waited >= grace {
 				return nil
 			}
 			waited += every
 		}
-		// Unreachable, or the ID is free: ask again.
+		// Unreachable, or the ID is free for the taking: ask again.
 		select {
 		case <-ctx.Done():
 			return nil

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -41,9 +43,12 @@ func TestYieldToSuccessor848(t *testing.T) {
 	}{
 		{name: "our earlier member holds it", ourHeld: true, protocol: GroupProtocolConsumer, maxWait: grace / 2},
 		// A rebuild closes the old client first: Kafka keeps a static
-		// member that left until its session expires, so the rebuild
-		// does not wait.
-		{name: "our earlier member left", ourLeft: true, protocol: GroupProtocolConsumer, maxWait: grace / 2},
+		// member that left until its session expires, but lets any
+		// member with its instance ID replace it (a KIP-848 soak saw a
+		// rebuilt zombie win the ID that way), so the rebuild waits as
+		// for a free ID.
+		{name: "our earlier member left, nobody comes", ourLeft: true, protocol: GroupProtocolConsumer, minWait: grace, maxWait: 3 * grace},
+		{name: "our earlier member left, a newer process takes the ID", ourLeft: true, takeAt: time.Second, protocol: GroupProtocolConsumer, fenced: true, minWait: time.Second, maxWait: grace},
 		{name: "another member holds it", holder: true, protocol: GroupProtocolConsumer, fenced: true, maxWait: grace / 2},
 		{name: "a newer process takes the free ID", takeAt: time.Second, protocol: GroupProtocolConsumer, fenced: true, minWait: time.Second, maxWait: grace},
 		{name: "nobody comes", protocol: GroupProtocolConsumer, minWait: grace, maxWait: 3 * grace},
@@ -62,7 +67,8 @@ func TestYieldToSuccessor848(t *testing.T) {
 				ours = append(ours, m)
 			case tc.holder:
 				join848(t, cl, group, "i", topic)
-			case tc.takeAt > 0:
+			}
+			if tc.takeAt > 0 {
 				joined := make(chan struct{})
 				defer func() { <-joined }()
 				time.AfterFunc(tc.takeAt, func() { join848(t, cl, group, "i", topic); close(joined) })
@@ -119,4 +125,62 @@ func heartbeat848(t *testing.T, cl *kgo.Client, group, instance, topic, member s
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestEveryLossReported848: franz-go's transaction session called
+// OnPartitionsLost only for the first loss between two Ends. A process
+// that waited for its instance ID (each refused join is a loss) and then
+// got it was expelled before its first End: the second loss never reached
+// the callback, so the yield before franz-go's rejoin (YieldOnLost) did
+// not run, and the process took the ID back from a newer one (a KIP-848
+// cluster soak, w95#207). Patched in third_party/franz-go.
+func TestEveryLossReported848(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("kfake: the fault injection")
+	}
+	c := kafkatest.New(t)
+	topic := c.CreateTopic(t, "in", 1, nil)
+	group := kafkatest.Name(t, "g")
+	c.ConsumerGroupTimeouts(t, group, 2*time.Second, 200*time.Millisecond)
+	cl := c.Client(t)
+	join848(t, cl, group, "i", topic) // a crashed predecessor: no more heartbeats
+
+	var losses atomic.Int32
+	cfg := consumerConfig(c, group, "i", topic)
+	cfg.ClientOpts = []kgo.Opt{
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
+		kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) { losses.Add(1) }),
+	}
+	s, err := NewSession(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for ctx.Err() == nil {
+			pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			s.Poll(pctx, 0)
+			cancel()
+			s.AllowRebalance()
+		}
+	}()
+	defer func() { stop(); <-polled }()
+
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	waitFor("a refused join reported as a loss", func() bool { return losses.Load() >= 1 })
+	waitFor("the ID after the predecessor's session", func() bool { _, epoch := s.Client().GroupMetadata(); return epoch > 0 })
+	before := losses.Load()
+	c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ConsumerGroupHeartbeat}, Err: kerr.UnknownMemberID,
+		When: func(req kmsg.Request) bool { return req.(*kmsg.ConsumerGroupHeartbeatRequest).MemberEpoch > 0 }})
+	waitFor("the expulsion reported as a loss", func() bool { return losses.Load() > before })
 }

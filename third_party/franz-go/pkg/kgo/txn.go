@@ -115,14 +115,18 @@ func NewGroupTransactSession(opts ...Opt) (*GroupTransactSession, error) {
 		cfg.onLost = func(ctx context.Context, cl *Client, lost map[string][]int32) {
 			s.failMu.Lock()
 			defer s.failMu.Unlock()
-			if s.lost {
-				return
+			if !s.lost {
+				cl.cfg.logger.Log(LogLevelInfo, "transact session in on_lost; aborting next commit if we are currently in a transaction")
+				s.lost = true
+				close(s.lostCh)
 			}
 
-			cl.cfg.logger.Log(LogLevelInfo, "transact session in on_lost; aborting next commit if we are currently in a transaction")
-			s.lost = true
-			close(s.lostCh)
-
+			// onceflow patch: every loss reaches the user's
+			// callback, not only the first since the last End. A
+			// KIP-848 member refused its instance ID (each refused
+			// join is a loss) that then got it and was expelled
+			// before its first End is a second loss, and the user
+			// may need to act before franz-go rejoins.
 			if userLost != nil {
 				userLost(ctx, cl, lost)
 			} else if userRevoked != nil {
