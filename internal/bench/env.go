@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,6 +87,24 @@ func (e *Env) Topic(ctx context.Context, suffix string, partitions int) (string,
 func (e *Env) track(topic string) {
 	e.mu.Lock()
 	e.topics = append(e.topics, topic)
+	e.mu.Unlock()
+}
+
+// Drop deletes topics of a finished run from the embedded cluster, which
+// holds every record in this process's memory: the next run's garbage
+// collections then do not scan what earlier runs wrote (peak RSS grew
+// from 0.4 to 1.3 GB over a default invocation, and the later runs were
+// the slower ones). Real brokers keep them until Close, as does -keep.
+func (e *Env) Drop(ctx context.Context, topics ...string) {
+	if !e.Fake || e.keep || len(topics) == 0 {
+		return
+	}
+	if _, err := e.adm.DeleteTopics(ctx, topics...); err != nil {
+		e.log.Warn("deleting a finished run's topics", "err", err)
+		return
+	}
+	e.mu.Lock()
+	e.topics = slices.DeleteFunc(e.topics, func(t string) bool { return slices.Contains(topics, t) })
 	e.mu.Unlock()
 }
 

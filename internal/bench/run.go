@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,11 +103,17 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	var results []Result
 	for _, t := range trials {
+		// Each run starts from a collected heap: in-process pipelines
+		// and the embedded cluster share this process, and garbage left
+		// by the previous run (its read-back, its dropped topics) would
+		// be collected on the next run's time.
+		runtime.GC()
 		res, err := r.runTrial(ctx, t)
 		if err != nil {
 			return results, err
 		}
 		results = append(results, res)
+		r.Env.Drop(ctx, t.ownTopics()...)
 	}
 	setRatios(results)
 	return results, nil

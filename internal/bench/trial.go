@@ -19,6 +19,8 @@ type trial struct {
 	cfg   Config
 	res   *Result
 	input string // backlog topic; "" means produce live
+	// ownInput: setup created the input, written during the run.
+	ownInput bool
 	job   Job
 
 	// stateDir holds the run's state stores (stateful onceflow modes
@@ -91,6 +93,7 @@ func (t *trial) setup(ctx context.Context, base string) error {
 		if t.input, err = env.Topic(ctx, base+"-in", cfg.Partitions); err != nil {
 			return err
 		}
+		t.ownInput = true
 	}
 	out, err := env.Topic(ctx, base+"-out", cfg.Partitions)
 	if err != nil {
@@ -127,6 +130,17 @@ func (t *trial) setup(ctx context.Context, base string) error {
 		env.track(t.job.Group + "-" + t.job.Input + "-dedupe")
 	}
 	return nil
+}
+
+// ownTopics are the topics only this run wrote: its output and dead
+// letters, and its input unless that is the phase's backlog. (A stateful
+// or dedupe run's changelog stays until Close: Env.track holds it.)
+func (t *trial) ownTopics() []string {
+	out := []string{t.job.Output, t.job.DLQ}
+	if t.ownInput {
+		out = append(out, t.input)
+	}
+	return out
 }
 
 // cleanup removes the run's state directories.
