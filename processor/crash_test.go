@@ -192,13 +192,14 @@ func TestLostMemberYieldsToNewerProcess(t *testing.T) {
 // TestDuplicateInstance: a second process starts with the instance ID of a
 // live one (a misconfiguration, or a replacement started while the first
 // was only paused). One of them must stop with ErrFenced and the other
-// finish the work exactly once. Under the classic protocol the newcomer
-// takes the ID and fences the first. Under the consumer protocol (KIP-848)
-// the live holder keeps it, and the newcomer, which never held the ID,
-// cannot tell it from a crashed predecessor until the holder outlives a
-// dead member's session (twice the session timeout): then it stops rather
-// than wait for an ID that will not come (CI once saw such a process wait
-// forever in TestStatefulFaults).
+// finish the work exactly once: the newcomer wins. Under the classic
+// protocol it takes the ID at once and fences the first. Under the
+// consumer protocol (KIP-848) the group refuses it the ID while the first
+// holds it, but its claim of the transactional ID (txn/claim.go) fences
+// the first one's producer: the first one's next commit fails, and
+// before rebuilding it yields the ID to the waiting newcomer. (Before
+// claims the first one kept the ID and the newcomer stopped after twice
+// the session timeout, taking the holder for a live older process.)
 func TestDuplicateInstance(t *testing.T) {
 	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
 		pl := newPipeline(t, c, 2, 2000, 50)
@@ -208,15 +209,9 @@ func TestDuplicateInstance(t *testing.T) {
 
 		b := start(t, pl.opts("i1", copyHandler)...)
 		pl.produce(t, pl.inputs/2, pl.inputs)
-		fenced, survivor := b, a
-		if !kafkatest.Consumer848() {
-			fenced, survivor = a, b
-		}
-		// newPipeline's session timeout is 6 s: the newcomer stops after
-		// 12 s under KIP-848.
-		require.ErrorIs(t, fenced.wait(t, 30*time.Second), processor.ErrFenced)
+		require.ErrorIs(t, a.wait(t, 30*time.Second), processor.ErrFenced)
 		rep := pl.waitDone(t, 60*time.Second)
-		require.NoError(t, survivor.stop(t))
+		require.NoError(t, b.stop(t))
 		require.True(t, rep.ExactlyOnce(), rep.String())
 		require.Equal(t, pl.inputs, rep.Outputs)
 	})

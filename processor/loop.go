@@ -46,6 +46,9 @@ type lifetime struct {
 	now time.Time
 
 	restores *restores
+	// checkClaim, under the consumer protocol, runs once the member
+	// holds the instance ID (see lifetime.claim); nil after.
+	checkClaim func(ctx context.Context) (joined bool, err error)
 	// produceCtx outlives Run's context: records of a transaction that
 	// is still to commit must not be canceled by a shutdown.
 	produceCtx context.Context
@@ -116,6 +119,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 	if err := l.checkGroupProtocol(ctx, s); err != nil {
 		return err
 	}
+	l.claim(ctx, s)
 	return l.run(ctx)
 }
 
@@ -169,6 +173,15 @@ func (l *lifetime) run(ctx context.Context) error {
 		}
 		if err := l.handleEvents(ctx); err != nil {
 			return err
+		}
+		if l.checkClaim != nil {
+			joined, err := l.checkClaim(ctx)
+			if err != nil {
+				return err
+			}
+			if joined {
+				l.checkClaim = nil
+			}
 		}
 		if err := l.drain(ctx); err != nil {
 			return err

@@ -315,7 +315,12 @@ const (
 	// returning zombie cannot take the ID back from a live member; one
 	// that was expelled waits up to 6s for a newer process to take the
 	// free ID before it rejoins or rebuilds its client
-	// (txn.YieldToSuccessor, txn.YieldOnLost). Needs onceflow's franz-go
+	// (txn.YieldToSuccessor, txn.YieldOnLost). Among processes with one
+	// instance ID the newest still wins, as under classic: each client
+	// initializes its transactional producer before it joins, and the
+	// transaction coordinator's epoch orders these claims (txn/claim.go),
+	// so an older holder yields to a newer process waiting for the ID at
+	// its next commit, or as it joins. Needs onceflow's franz-go
 	// patch (third_party/franz-go; copy its replace directive into the
 	// application's go.mod): without it a rebalance or an expulsion that
 	// meets an open transaction stalls that transaction for the

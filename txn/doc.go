@@ -25,7 +25,9 @@
 // epoch, which aborts the predecessor's open transaction at once and fences
 // the predecessor if it is still alive (a zombie). Config.Incarnation lets
 // a process tell a newer holder of its instance ID from an older one that
-// came back.
+// came back. Under the consumer protocol, where a process may wait for its
+// instance ID, Claim and CheckClaim order such processes by their
+// InitProducerIDs instead (claim.go).
 //
 // # Errors
 //

@@ -33,11 +33,14 @@ const (
 	// keeps it until it leaves or its session expires, so a replacement
 	// started after a crash waits out the broker's
 	// group.consumer.session.timeout.ms (45s by default), and a returning
-	// zombie cannot displace a live member. A process that never held its
-	// instance ID and finds it held for longer than a dead member's
-	// session can last (twice the group's consumer.session.timeout.ms,
-	// read with DescribeConfigs; 45s if that is refused) stops with
-	// ErrFenced: a live process has the ID. A process whose own member
+	// zombie cannot displace a live member. The processes with one
+	// instance ID are ordered by their claims of the transactional ID
+	// (claim.go): an older holder yields to a newer process that waits
+	// for the ID, and a process that never held its instance ID and finds
+	// it held by a newer claimant, or (without claims) for longer than a
+	// dead member's session can last (twice the group's
+	// consumer.session.timeout.ms, read with DescribeConfigs; 45s if that
+	// is refused), stops with ErrFenced. A process whose own member
 	// expired (it was stopped past its session) gives a newer process
 	// waiting for the ID time to take it before it rejoins: see
 	// YieldToSuccessor.
@@ -152,7 +155,8 @@ func (s *Session) CheckReplaced(ctx context.Context, now time.Time, op string, e
 	if r, ok := kadm.NewClient(s.gts.Client()).FindGroupCoordinators(ctx, s.cfg.Group)[s.cfg.Group]; ok && r.Err == nil {
 		coordinator = r.NodeID
 	}
-	if why := replaced(holder, coordinator, ours, w, now); why != "" {
+	standing := func() claimState { return s.standing(ctx) }
+	if why := replaced(holder, coordinator, ours, w, now, standing); why != "" {
 		return &Error{ClassFenced, op, fmt.Errorf("%s: %w", why, err)}
 	}
 	return nil
@@ -165,20 +169,21 @@ func (s *Session) CheckReplaced(ctx context.Context, now time.Time, op string, e
 // this process held the ID, took it after this process was expelled:
 // replaced. A process that never held the ID waits for the first holder it
 // meets: a crashed predecessor whose session has not expired, or a live
-// process with the same ID (a newer one that took the ID while this one
-// was stopped, or a duplicate). A dead holder is gone within the group's
+// process with the same ID. A dead holder is gone within the group's
 // session timeout, twice that if the coordinator moved and restarted its
-// timer (w.patience); one that holds on longer is alive: replaced. So is
-// this process if the holder changes while it waits (a newer process took
-// the ID first). The coordinator orders processes, not incarnations: if
-// the newer process is expelled and an older one takes the ID, the newer
-// one stops (exactly-once holds either way: every takeover bumps the
-// transactional epoch). coordinator is the group coordinator's node (-1
-// if unknown): a coordinator that moved since the last check restarts the
-// patience, as it restarted the holder's session timer when it loaded the
-// group (a dead holder outlived the doubled patience in a soak when the
+// timer (w.patience). A holder that outlives the patience, or a new holder
+// met while waiting, is alive, and standing (see claim.go) says which
+// process is newer: while our claim is the newest, the holder claimed
+// before us and yields when it finds out (CheckClaim, or its next
+// transaction failing fenced), so keep waiting, with the patience
+// restarted; otherwise a newer process has the ID: replaced (exactly-once
+// holds either way: every takeover bumps the transactional epoch).
+// coordinator is the group coordinator's node (-1 if unknown): a
+// coordinator that moved since the last check restarts the patience, as
+// it restarted the holder's session timer when it loaded the group (a
+// dead holder outlived the doubled patience in a soak when the
 // coordinator's node restarted while a replacement waited).
-func replaced(holder string, coordinator int32, ours []string, w *HolderWait, now time.Time) string {
+func replaced(holder string, coordinator int32, ours []string, w *HolderWait, now time.Time, standing func() claimState) string {
 	if coordinator >= 0 {
 		if w.knowCoordinator && coordinator != w.coordinator && w.holder != "" {
 			w.since = now
@@ -191,6 +196,9 @@ func replaced(holder string, coordinator int32, ours []string, w *HolderWait, no
 	case len(ours) > 0:
 		return tookAfterExpelled(holder)
 	case w.holder == "":
+		w.holder, w.since = holder, now
+		return ""
+	case (holder != w.holder || now.Sub(w.since) > w.patience) && standing() == claimNewest:
 		w.holder, w.since = holder, now
 		return ""
 	case holder != w.holder:

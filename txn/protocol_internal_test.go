@@ -181,27 +181,46 @@ func TestReplaced848(t *testing.T) {
 		// coordinators are the group coordinator's node at each check
 		// (-1: not found); nil: node 0 throughout.
 		coordinators []int32
+		// standing is what the transaction coordinator says of our
+		// claim (claim.go); the zero value, claimUnknown, judges as
+		// before claims existed.
+		standing claimState
 	}{
-		{"our earlier client holds it", []string{"m0", "m1"}, []check{{"m0", 0, false}, {"m0", time.Minute, false}}, "", nil},
-		{"held it, another holds it now", []string{"m0"}, []check{{"n", 0, true}}, "", nil},
-		{"never held it, one holder within patience", nil, []check{{"d", 0, false}, {"d", time.Second, false}, {"d", patience, false}}, "d", nil},
-		{"never held it, the holder changed", nil, []check{{"d", 0, false}, {"n", time.Second, true}}, "d", nil},
+		{"our earlier client holds it", []string{"m0", "m1"}, []check{{"m0", 0, false}, {"m0", time.Minute, false}}, "", nil, claimUnknown},
+		{"held it, another holds it now", []string{"m0"}, []check{{"n", 0, true}}, "", nil, claimUnknown},
+		{"never held it, one holder within patience", nil, []check{{"d", 0, false}, {"d", time.Second, false}, {"d", patience, false}}, "d", nil, claimUnknown},
+		{"never held it, the holder changed", nil, []check{{"d", 0, false}, {"n", time.Second, true}}, "d", nil, claimUnknown},
 		// A newer process took the ID before this one first looked (it
 		// was stopped meanwhile): only time tells it from a dead holder.
-		{"never held it, one holder past patience", nil, []check{{"n", 0, false}, {"n", patience + time.Millisecond, true}}, "n", nil},
-		{"nobody holds it", nil, []check{{"", 0, false}, {"", time.Minute, false}}, "", nil},
-		{"nobody, then a holder: patience starts then", nil, []check{{"", 0, false}, {"d", time.Minute, false}, {"d", time.Minute + patience, false}}, "d", nil},
+		{"never held it, one holder past patience", nil, []check{{"n", 0, false}, {"n", patience + time.Millisecond, true}}, "n", nil, claimUnknown},
+		{"nobody holds it", nil, []check{{"", 0, false}, {"", time.Minute, false}}, "", nil, claimUnknown},
+		{"nobody, then a holder: patience starts then", nil, []check{{"", 0, false}, {"d", time.Minute, false}, {"d", time.Minute + patience, false}}, "d", nil, claimUnknown},
 		// The new coordinator restarted the dead holder's session timer.
 		{"never held it, the coordinator moved: patience starts again", nil,
 			[]check{{"d", 0, false}, {"d", 2 * time.Second, false}, {"d", patience + 2*time.Second, false}, {"d", patience + 2*time.Second + time.Millisecond, true}},
-			"d", []int32{0, 1, 1, 1}},
+			"d", []int32{0, 1, 1, 1}, claimUnknown},
 		{"never held it, the coordinator not found for a while", nil,
 			[]check{{"d", 0, false}, {"d", time.Second, false}, {"d", patience + time.Millisecond, true}},
-			"d", []int32{0, -1, 0}},
+			"d", []int32{0, -1, 0}, claimUnknown},
 		{"never held it, the coordinator moved and came back", nil,
 			[]check{{"d", 0, false}, {"d", time.Second, false}, {"d", 2 * time.Second, false}, {"d", patience + 2*time.Second, false}, {"d", patience + 2*time.Second + time.Millisecond, true}},
-			"d", []int32{0, 1, 0, 0, 0}},
-		{"held it: a moved coordinator changes nothing", []string{"m0"}, []check{{"n", 0, true}}, "", []int32{1}},
+			"d", []int32{0, 1, 0, 0, 0}, claimUnknown},
+		{"held it: a moved coordinator changes nothing", []string{"m0"}, []check{{"n", 0, true}}, "", []int32{1}, claimUnknown},
+		// Two processes waited for a dead holder's ID and the older one
+		// (a claim before ours) asked first: it yields when it joins.
+		{"never held it, the holder changed, our claim the newest", nil,
+			[]check{{"d", 0, false}, {"o", time.Second, false}, {"o", time.Second + patience + time.Millisecond, false}, {"", 30 * time.Second, false}},
+			"o", nil, claimNewest},
+		// An idle older holder yields at its next transaction.
+		{"never held it, one holder past patience, our claim the newest", nil,
+			[]check{{"o", 0, false}, {"o", patience + time.Millisecond, false}, {"o", 3 * patience, false}}, "o", nil, claimNewest},
+		{"never held it, the holder changed, our claim superseded", nil, []check{{"d", 0, false}, {"n", time.Second, true}}, "d", nil, claimSuperseded},
+		{"never held it, one holder past patience, our claim superseded", nil, []check{{"n", 0, false}, {"n", patience + time.Millisecond, true}}, "n", nil, claimSuperseded},
+		// Claims order processes that never held the ID, not a process
+		// that did against the newer one that took it after it was
+		// expelled (that one holds a claim after ours, or our claim
+		// would have been superseded by its).
+		{"held it, another holds it now, our claim the newest", []string{"m0"}, []check{{"n", 0, true}}, "", nil, claimNewest},
 	} {
 		w := HolderWait{patience: patience}
 		t0 := time.Unix(1000, 0)
@@ -210,7 +229,8 @@ func TestReplaced848(t *testing.T) {
 			if tc.coordinators != nil {
 				coordinator = tc.coordinators[i]
 			}
-			if got := replaced(c.holder, coordinator, tc.ours, &w, t0.Add(c.at)) != ""; got != c.want {
+			standing := func() claimState { return tc.standing }
+			if got := replaced(c.holder, coordinator, tc.ours, &w, t0.Add(c.at), standing) != ""; got != c.want {
 				t.Errorf("%s: check %d (holder %q at %v): replaced=%v, want %v", tc.name, i, c.holder, c.at, got, c.want)
 			}
 		}

@@ -117,7 +117,8 @@ type Session struct {
 	cfg    Config
 	gts    *kgo.GroupTransactSession
 	inTxn  bool
-	member string // group member ID when the open transaction began
+	member string         // group member ID when the open transaction began
+	claim  *producerClaim // see Claim; nil without one
 }
 
 // NewSession builds the client. Nothing is contacted until the first

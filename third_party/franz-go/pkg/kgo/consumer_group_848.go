@@ -443,7 +443,12 @@ func (g *groupConsumer) leave848(ctx context.Context) {
 	req.MemberID = memberID
 	req.MemberEpoch = -1
 	if g.cfg.instanceID != nil {
+		// A static leave names its instance: Kafka refuses epoch -2
+		// without it (INVALID_REQUEST, "InstanceId can't be null"),
+		// and the member then holds the instance ID until its session
+		// expires. (onceflow patch; kfake accepts either.)
 		req.MemberEpoch = -2
+		req.InstanceID = g.cfg.instanceID
 	}
 
 	resp, err := req.RequestWith(ctx, g.cl)

@@ -1,0 +1,104 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// Claims order processes with one instance ID under the consumer
+// protocol (KIP-848), where the group cannot: it gives a free instance ID
+// to whichever waiting member asks first, so an older process that waited
+// for the ID (stopped for a while, say) could win it from a newer one, and
+// the newer one would stop (two 20-minute soaks each saw this once). Each
+// Session therefore initializes its producer (InitProducerID) when it
+// starts, before it holds the instance ID: the transaction coordinator
+// bumps the transactional ID's epoch for every such claim, so the Session
+// that claimed last is the one whose producer ID and epoch the coordinator
+// still reports. A Session that finds its claim superseded when it joins
+// yields the ID (CheckClaim); one that waits for the ID keeps waiting
+// while its claim is the newest, however often the holder changes
+// (CheckReplaced). A rebuild claims anew: to the coordinator it is a newer
+// process, which is why YieldToSuccessor gives a waiting process the ID
+// before a rebuild. The order is the coordinator's, not the hosts'
+// clocks (incarnation.go orders classic groups by those).
+
+// claimState is what the coordinator says of this Session's claim.
+type claimState int
+
+const (
+	claimUnknown    claimState = iota // no claim, or the coordinator could not be asked
+	claimNewest                       // nobody initialized the transactional ID since
+	claimSuperseded                   // a later Session, of this process or another, did
+)
+
+// producerClaim is the producer ID and epoch a claim got.
+type producerClaim struct {
+	id    int64
+	epoch int16
+}
+
+// Claim initializes the transactional producer now rather than at the
+// first transaction, under the consumer protocol (a no-op under classic,
+// where the newest joiner takes the instance ID). Call it when the
+// Session starts. A predecessor's open transaction is aborted, as by any
+// producer initialization. An error leaves the producer to initialize
+// at the first transaction, as under classic, and the Session unordered
+// (claimUnknown).
+func (s *Session) Claim(ctx context.Context) error {
+	if s.cfg.GroupProtocol != GroupProtocolConsumer {
+		return nil
+	}
+	id, epoch, err := s.gts.Client().ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("txn: initializing the transactional producer: %w", err)
+	}
+	s.claim = &producerClaim{id, epoch}
+	return nil
+}
+
+// standing asks the transaction coordinator whether this Session's claim
+// is still the newest. Sound only before the Session's first transaction:
+// with transactions v2 every commit bumps the epoch too.
+func (s *Session) standing(ctx context.Context) claimState {
+	if s.claim == nil {
+		return claimUnknown
+	}
+	txnID := ID(s.cfg.Group, s.cfg.InstanceID)
+	described, err := kadm.NewClient(s.gts.Client()).DescribeTransactions(ctx, txnID)
+	if err != nil {
+		return claimUnknown
+	}
+	d, ok := described[txnID]
+	if !ok || d.Err != nil {
+		return claimUnknown
+	}
+	return judgeClaim(*s.claim, producerClaim{d.ProducerID, d.ProducerEpoch})
+}
+
+// judgeClaim compares our claim with the producer the coordinator holds.
+func judgeClaim(ours, coordinator producerClaim) claimState {
+	if ours == coordinator {
+		return claimNewest
+	}
+	return claimSuperseded
+}
+
+// errSuperseded is CheckClaim's reason to yield.
+var errSuperseded = errors.New("a newer process initialized the transactional ID after this one claimed it: yielding the instance ID")
+
+// CheckClaim is for the moment the Session's group member first holds the
+// instance ID, before its first transaction: a ClassReset *Error if
+// another Session claimed the transactional ID after this one (a newer
+// process that waits for the ID, refused while this one holds it). The
+// caller closes the Session and yields (YieldToSuccessor): the newer
+// process takes the ID, or, if none comes, the rebuild claims anew. nil
+// under classic, without a claim, or if the coordinator cannot be asked.
+func (s *Session) CheckClaim(ctx context.Context) *Error {
+	if s.standing(ctx) == claimSuperseded {
+		return &Error{ClassReset, "claim", errSuperseded}
+	}
+	return nil
+}

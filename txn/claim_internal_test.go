@@ -1,0 +1,101 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+)
+
+// TestClaimOrder848: of two Sessions with one instance ID, the one that
+// claimed last is the newest; the other one finds its claim superseded
+// (CheckClaim: ClassReset), and a Session without a claim is unordered.
+func TestClaimOrder848(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.CreateTopic(t, "in", 1, nil)
+	group := kafkatest.Name(t, "g")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	session := func(claim bool) *Session {
+		t.Helper()
+		s, err := NewSession(consumerConfig(c, group, "i", topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		if claim {
+			if err := s.Claim(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
+	older, newer, unclaimed := session(true), session(true), session(false)
+	for _, tc := range []struct {
+		name string
+		s    *Session
+		want claimState
+	}{
+		{"older", older, claimSuperseded},
+		{"newer", newer, claimNewest},
+		{"unclaimed", unclaimed, claimUnknown},
+	} {
+		if got := tc.s.standing(ctx); got != tc.want {
+			t.Errorf("%s: standing %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if e := older.CheckClaim(ctx); e == nil || e.Class != ClassReset || !errors.Is(e, errSuperseded) {
+		t.Errorf("older CheckClaim: %v, want a ClassReset superseded error", e)
+	}
+	if e := newer.CheckClaim(ctx); e != nil {
+		t.Errorf("newer CheckClaim: %v", e)
+	}
+	classic := consumerConfig(c, group, "j", topic)
+	classic.GroupProtocol = GroupProtocolClassic
+	s, err := NewSession(classic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Claim(ctx); err != nil || s.claim != nil {
+		t.Errorf("classic Claim: %v, claim %v; want a no-op", err, s.claim)
+	}
+}
+
+// TestStaticLeave848: a Session that closes leaves the group as a static
+// member (epoch -2), which lets a process with its instance ID replace
+// it at once. Kafka refuses such a leave without the instance ID
+// (INVALID_REQUEST, "InstanceId can't be null"), as upstream franz-go
+// v1.22.3 sends it, and the member then held its ID until its session
+// expired; kfake accepts it (this test passes there either way).
+func TestStaticLeave848(t *testing.T) {
+	c := kafkatest.New(t, kafkatest.KeepParkedStaticMembers())
+	topic := c.CreateTopic(t, "in", 1, nil)
+	group := kafkatest.Name(t, "g")
+	s, err := NewSession(consumerConfig(c, group, "i", topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, epoch := s.Client().GroupMetadata(); epoch <= 0; _, epoch = s.Client().GroupMetadata() {
+		pctx, pcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		s.Poll(pctx, 0)
+		pcancel()
+		s.AllowRebalance()
+		if ctx.Err() != nil {
+			t.Fatal("the Session did not join")
+		}
+	}
+	member, _ := s.Client().GroupMetadata()
+	s.Close()
+	holder, epoch, err := holder848(ctx, c.Client(t), group, "i")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder != "" && (holder != member || epoch != leftStaticEpoch) {
+		t.Errorf("after Close the group has member %s (ours %s) at epoch %d for the instance ID, want it left (epoch %d) or gone", holder, member, epoch, leftStaticEpoch)
+	}
+}
