@@ -21,7 +21,7 @@ type trial struct {
 	input string // backlog topic; "" means produce live
 	// ownInput: setup created the input, written during the run.
 	ownInput bool
-	job   Job
+	job      Job
 
 	// stateDir holds the run's state stores (stateful onceflow modes
 	// only): one directory per instance ID under it, removed by cleanup.
