@@ -30,13 +30,8 @@ func TestNewerWaiterWinsTheID(t *testing.T) {
 	}
 	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
 		pl := newPipeline(t, c, 2, 2000, 50)
-		pl.produce(t, 0, pl.inputs/2)
-		quick := kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })
 		var cutHolder, cutNewer kafkatest.Cutter
-		holder := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutHolder.Opt(), quick))...)
-		pl.waitOutputs(t, pl.inputs/2, 30*time.Second)
-		dead := pl.holder(t, "i1")
-		require.NotEmpty(t, dead)
+		holder, dead := pl.startHolder(t, "i1", &cutHolder)
 		cutHolder.Cut()
 
 		// Each waits for the dead holder: refused, it has claimed the
@@ -44,10 +39,10 @@ func TestNewerWaiterWinsTheID(t *testing.T) {
 		// The newer one has then also met the dead holder: without
 		// claims, a different holder next means it was replaced.
 		olderLog, olderRefused := refusedSignal(t, "older")
-		older := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(quick), olderLog)...)
+		older := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(quickRetries), olderLog)...)
 		waitSignal(t, olderRefused, "the older process was not refused the instance ID")
 		newerLog, newerRefused := refusedSignal(t, "newer")
-		newer := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutNewer.Opt(), quick), newerLog)...)
+		newer := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutNewer.Opt(), quickRetries), newerLog)...)
 		waitSignal(t, newerRefused, "the newer process was not refused the instance ID")
 		cutNewer.Cut()
 		require.Eventually(t, func() bool { h := pl.holder(t, "i1"); return h != "" && h != dead }, 30*time.Second, 20*time.Millisecond,
@@ -64,6 +59,23 @@ func TestNewerWaiterWinsTheID(t *testing.T) {
 		require.True(t, rep.ExactlyOnce(), rep.String())
 		require.Equal(t, pl.inputs, rep.Outputs)
 	})
+}
+
+// quickRetries: each client reaches the cluster within 100ms of a heal,
+// so the order of the heals is the order of the joins.
+var quickRetries = kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })
+
+// startHolder produces the first half of the inputs and starts a processor
+// with instance, its connections behind cut, that holds the instance ID
+// once it has committed them; it returns the processor and its member ID.
+func (pl *pipeline) startHolder(t *testing.T, instance string, cut *kafkatest.Cutter) (*running, string) {
+	t.Helper()
+	pl.produce(t, 0, pl.inputs/2)
+	r := start(t, append(pl.opts(instance, copyHandler), processor.WithKgoOpts(cut.Opt(), quickRetries))...)
+	pl.waitOutputs(t, pl.inputs/2, 30*time.Second)
+	member := pl.holder(t, instance)
+	require.NotEmpty(t, member)
+	return r, member
 }
 
 // refusedSignal is a logger option that signals when the processor logs

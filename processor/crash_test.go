@@ -160,19 +160,12 @@ func TestLostMemberYieldsToNewerProcess(t *testing.T) {
 	}
 	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
 		pl := newPipeline(t, c, 2, 2000, 50)
-		pl.produce(t, 0, pl.inputs/2)
-		// Short retries: each client reaches the cluster within 100ms of
-		// its heal, so the order of the heals is the order of the joins.
-		quick := kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })
 		var cutA, cutB kafkatest.Cutter
-		a := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutA.Opt(), quick))...)
-		pl.waitOutputs(t, pl.inputs/2, 30*time.Second)
-		was := pl.holder(t, "i1")
-		require.NotEmpty(t, was)
+		a, _ := pl.startHolder(t, "i1", &cutA)
 
 		cutA.Cut()
 		cutB.Cut()
-		b := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutB.Opt(), quick))...)
+		b := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutB.Opt(), quickRetries))...)
 		require.Eventually(t, func() bool { return pl.holder(t, "i1") == "" }, 30*time.Second, 50*time.Millisecond,
 			"A's member was not expelled")
 		cutA.Heal()

@@ -75,12 +75,7 @@ func (s *Session) standing(ctx context.Context) claimState {
 	if !ok || d.Err != nil {
 		return claimUnknown
 	}
-	return judgeClaim(*s.claim, producerClaim{d.ProducerID, d.ProducerEpoch})
-}
-
-// judgeClaim compares our claim with the producer the coordinator holds.
-func judgeClaim(ours, coordinator producerClaim) claimState {
-	if ours == coordinator {
+	if *s.claim == (producerClaim{d.ProducerID, d.ProducerEpoch}) {
 		return claimNewest
 	}
 	return claimSuperseded
