@@ -31,22 +31,24 @@ func TestNewerWaiterWinsTheID(t *testing.T) {
 	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
 		pl := newPipeline(t, c, 2, 2000, 50)
 		var cutHolder, cutNewer kafkatest.Cutter
-		holder, dead := pl.startHolder(t, "i1", &cutHolder)
+		holder := pl.startHolder(t, "i1", &cutHolder)
 		cutHolder.Cut()
 
 		// Each waits for the dead holder: refused, it has claimed the
 		// transactional ID (a lifetime claims before its first poll).
 		// The newer one has then also met the dead holder: without
 		// claims, a different holder next means it was replaced.
-		olderLog, olderRefused := refusedSignal(t, "older")
+		olderLog, olderSaid := logSignals(t, "older", refusedMsg, yieldingMsg)
 		older := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(quickRetries), olderLog)...)
-		waitSignal(t, olderRefused, "the older process was not refused the instance ID")
-		newerLog, newerRefused := refusedSignal(t, "newer")
+		waitSignal(t, olderSaid[0], "the older process was not refused the instance ID")
+		newerLog, newerSaid := logSignals(t, "newer", refusedMsg)
 		newer := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutNewer.Opt(), quickRetries), newerLog)...)
-		waitSignal(t, newerRefused, "the newer process was not refused the instance ID")
+		waitSignal(t, newerSaid[0], "the newer process was not refused the instance ID")
 		cutNewer.Cut()
-		require.Eventually(t, func() bool { h := pl.holder(t, "i1"); return h != "" && h != dead }, 30*time.Second, 20*time.Millisecond,
-			"the older process did not take the instance ID")
+		// The older one takes the ID when the dead holder's session
+		// ends, finds its claim superseded and yields at once: its member
+		// holds the ID for milliseconds on kfake, too briefly to poll.
+		waitSignal(t, olderSaid[1], "the older process did not take the instance ID and yield it")
 		cutNewer.Heal()
 
 		require.ErrorIs(t, older.wait(t, 30*time.Second), processor.ErrFenced)
@@ -67,23 +69,30 @@ var quickRetries = kgo.RetryBackoffFn(func(int) time.Duration { return 100 * tim
 
 // startHolder produces the first half of the inputs and starts a processor
 // with instance, its connections behind cut, that holds the instance ID
-// once it has committed them; it returns the processor and its member ID.
-func (pl *pipeline) startHolder(t *testing.T, instance string, cut *kafkatest.Cutter) (*running, string) {
+// once it has committed them.
+func (pl *pipeline) startHolder(t *testing.T, instance string, cut *kafkatest.Cutter) *running {
 	t.Helper()
 	pl.produce(t, 0, pl.inputs/2)
 	r := start(t, append(pl.opts(instance, copyHandler), processor.WithKgoOpts(cut.Opt(), quickRetries))...)
 	pl.waitOutputs(t, pl.inputs/2, 30*time.Second)
-	member := pl.holder(t, instance)
-	require.NotEmpty(t, member)
-	return r, member
+	require.NotEmpty(t, pl.holder(t, instance))
+	return r
 }
 
-// refusedSignal is a logger option that signals when the processor logs
-// that the group refused it the instance ID.
-func refusedSignal(t *testing.T, name string) (processor.Opt, chan struct{}) {
-	ch := make(chan struct{}, 1)
-	h := signalHandler{testLogger(t).Handler().WithAttrs([]slog.Attr{slog.String("process", name)}), "waiting for the group to release", ch}
-	return processor.WithLogger(slog.New(h)), ch
+// Messages the processor logs: refused the instance ID, and yielding it.
+const (
+	refusedMsg  = "waiting for the group to release"
+	yieldingMsg = "is waiting for it; yielding"
+)
+
+// logSignals is a logger option, its records tagged process=name, that
+// signals on the i-th channel when a message contains msgs[i].
+func logSignals(t *testing.T, name string, msgs ...string) (processor.Opt, []chan struct{}) {
+	h := signalHandler{Handler: testLogger(t).Handler().WithAttrs([]slog.Attr{slog.String("process", name)}), msgs: msgs}
+	for range msgs {
+		h.signals = append(h.signals, make(chan struct{}, 1))
+	}
+	return processor.WithLogger(slog.New(h)), h.signals
 }
 
 func waitSignal(t *testing.T, ch chan struct{}, msg string) {
@@ -95,19 +104,21 @@ func waitSignal(t *testing.T, ch chan struct{}, msg string) {
 	}
 }
 
-// signalHandler passes records to its handler and signals when one's
-// message contains msg.
+// signalHandler passes records to its handler and signals signals[i]
+// when one's message contains msgs[i].
 type signalHandler struct {
 	slog.Handler
-	msg    string
-	signal chan struct{}
+	msgs    []string
+	signals []chan struct{}
 }
 
 func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, h.msg) {
-		select {
-		case h.signal <- struct{}{}:
-		default:
+	for i, msg := range h.msgs {
+		if strings.Contains(r.Message, msg) {
+			select {
+			case h.signals[i] <- struct{}{}:
+			default:
+			}
 		}
 	}
 	return h.Handler.Handle(ctx, r)

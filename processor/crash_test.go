@@ -161,7 +161,7 @@ func TestLostMemberYieldsToNewerProcess(t *testing.T) {
 	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
 		pl := newPipeline(t, c, 2, 2000, 50)
 		var cutA, cutB kafkatest.Cutter
-		a, _ := pl.startHolder(t, "i1", &cutA)
+		a := pl.startHolder(t, "i1", &cutA)
 
 		cutA.Cut()
 		cutB.Cut()
