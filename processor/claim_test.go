@@ -123,3 +123,32 @@ func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
 	}
 	return h.Handler.Handle(ctx, r)
 }
+
+// TestIdleHolderYieldsToNewerProcess: a process that holds the instance
+// ID but has nothing to do (here no input; in the soak w179#332, a
+// paused process that took its ID back while its replacement waited)
+// never runs a transaction, so nothing fences it. It must still find
+// that a newer process claimed the transactional ID, yield it and stop;
+// the newer one, refused until then, takes the ID and the work. Before
+// the periodic check the newer one waited as long as the holder lived.
+func TestIdleHolderYieldsToNewerProcess(t *testing.T) {
+	if !kafkatest.Consumer848() {
+		t.Skip("the consumer protocol's rule: ONCEFLOW_GROUP_PROTOCOL=consumer")
+	}
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 2, 2000, 50)
+		var cut kafkatest.Cutter
+		holder := pl.startHolder(t, "i1", &cut)
+		newerLog, newerSaid := logSignals(t, "newer", refusedMsg)
+		newer := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(quickRetries), newerLog)...)
+		waitSignal(t, newerSaid[0], "the newer process was not refused the instance ID")
+
+		require.ErrorIs(t, holder.wait(t, 30*time.Second), processor.ErrFenced)
+		pl.produce(t, pl.inputs/2, pl.inputs)
+		pl.waitDone(t, 60*time.Second)
+		require.NoError(t, newer.stop(t))
+		rep := pl.read(t)
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+	})
+}

@@ -153,39 +153,6 @@ func (l *lifetime) checkGroupProtocol(ctx context.Context, s *txn.Session) error
 	return err
 }
 
-// claim, under the consumer protocol, initializes the client's
-// transactional producer before the member joins, and arms the check of
-// that claim for the moment it holds the instance ID (see txn/claim.go):
-// the group gives a free instance ID to whichever waiting process asks
-// first, the transaction coordinator orders their claims. Neither step
-// stops the lifetime when the brokers cannot answer: the producer then
-// initializes at the first transaction, as under classic, and the
-// processes are left unordered.
-func (l *lifetime) claim(ctx context.Context, s *txn.Session) {
-	if l.cfg.groupProtocol != GroupProtocolConsumer {
-		return
-	}
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.txnTimeout)
-	err := s.Claim(cctx)
-	cancel()
-	if err != nil {
-		l.cfg.logger.Warn("could not initialize the transactional producer before joining; processes with this instance ID are not ordered", "err", err)
-		return
-	}
-	l.checkClaim = func(ctx context.Context) (bool, error) {
-		if _, epoch := s.Client().GroupMetadata(); epoch <= 0 {
-			return false, nil
-		}
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if e := s.CheckClaim(ctx); e != nil {
-			l.cfg.logger.Warn("a newer process with this instance ID is waiting for it; yielding", "err", e)
-			return true, e
-		}
-		return true, nil
-	}
-}
-
 // onOffsetsFetched decodes the committed metadata of newly assigned
 // partitions. Corrupt onceflow metadata stops the processor; foreign
 // metadata (another tool's, or franz-go's default member ID) is taken to

@@ -46,9 +46,10 @@ type lifetime struct {
 	now time.Time
 
 	restores *restores
-	// checkClaim, under the consumer protocol, runs once the member
-	// holds the instance ID (see lifetime.claim); nil after.
-	checkClaim func(ctx context.Context) (joined bool, err error)
+	// claim, under the consumer protocol, checks this lifetime's claim
+	// of the transactional ID while its member holds the instance ID
+	// (claim.go); nil under classic or without a claim.
+	claim *claimCheck
 	// produceCtx outlives Run's context: records of a transaction that
 	// is still to commit must not be canceled by a shutdown.
 	produceCtx context.Context
@@ -119,7 +120,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 	if err := l.checkGroupProtocol(ctx, s); err != nil {
 		return err
 	}
-	l.claim(ctx, s)
+	l.claimID(ctx, s)
 	return l.run(ctx)
 }
 
@@ -174,14 +175,8 @@ func (l *lifetime) run(ctx context.Context) error {
 		if err := l.handleEvents(ctx); err != nil {
 			return err
 		}
-		if l.checkClaim != nil {
-			joined, err := l.checkClaim(ctx)
-			if err != nil {
-				return err
-			}
-			if joined {
-				l.checkClaim = nil
-			}
+		if err := l.recheckClaim(ctx); err != nil {
+			return err
 		}
 		if err := l.drain(ctx); err != nil {
 			return err

@@ -17,8 +17,10 @@ import (
 // starts, before it holds the instance ID: the transaction coordinator
 // bumps the transactional ID's epoch for every such claim, so the Session
 // that claimed last is the one whose producer ID and epoch the coordinator
-// still reports. A Session that finds its claim superseded when it joins
-// yields the ID (CheckClaim); one that waits for the ID keeps waiting
+// still reports (its own transactions bump the epoch too, but its client
+// follows them). A Session that finds its claim superseded while it holds
+// the ID yields it (CheckClaim: the processor asks when the member joins
+// or rejoins, and while it is idle); one that waits for the ID keeps waiting
 // while its claim is the newest, however often the holder changes
 // (CheckReplaced). A rebuild claims anew: to the coordinator it is a newer
 // process, which is why YieldToSuccessor gives a waiting process the ID
@@ -34,12 +36,6 @@ const (
 	claimSuperseded                   // a later Session, of this process or another, did
 )
 
-// producerClaim is the producer ID and epoch a claim got.
-type producerClaim struct {
-	id    int64
-	epoch int16
-}
-
 // Claim initializes the transactional producer now rather than at the
 // first transaction, under the consumer protocol (a no-op under classic,
 // where the newest joiner takes the instance ID). Call it when the
@@ -51,19 +47,30 @@ func (s *Session) Claim(ctx context.Context) error {
 	if s.cfg.GroupProtocol != GroupProtocolConsumer {
 		return nil
 	}
-	id, epoch, err := s.gts.Client().ProducerID(ctx)
-	if err != nil {
+	if _, _, err := s.gts.Client().ProducerID(ctx); err != nil {
 		return fmt.Errorf("txn: initializing the transactional producer: %w", err)
 	}
-	s.claim = &producerClaim{id, epoch}
+	s.claimed = true
 	return nil
 }
 
 // standing asks the transaction coordinator whether this Session's claim
-// is still the newest. Sound only before the Session's first transaction:
-// with transactions v2 every commit bumps the epoch too.
+// is still the newest: whether the coordinator's producer ID and epoch
+// for the transactional ID are still the client's. The client follows
+// its own epoch bumps (with transactions v2 every transaction's end bumps
+// it), so only another initialization, or the coordinator aborting a
+// transaction that outlived its timeout, moves the coordinator's away.
+// Ask between transactions, not while one ends. A client whose producer
+// was fenced has been superseded.
 func (s *Session) standing(ctx context.Context) claimState {
-	if s.claim == nil {
+	if !s.claimed {
+		return claimUnknown
+	}
+	id, epoch, err := s.gts.Client().ProducerID(ctx)
+	if err != nil {
+		if isFencing(err) {
+			return claimSuperseded
+		}
 		return claimUnknown
 	}
 	txnID := ID(s.cfg.Group, s.cfg.InstanceID)
@@ -75,7 +82,7 @@ func (s *Session) standing(ctx context.Context) claimState {
 	if !ok || d.Err != nil {
 		return claimUnknown
 	}
-	if *s.claim == (producerClaim{d.ProducerID, d.ProducerEpoch}) {
+	if d.ProducerID == id && d.ProducerEpoch == epoch {
 		return claimNewest
 	}
 	return claimSuperseded
@@ -84,13 +91,13 @@ func (s *Session) standing(ctx context.Context) claimState {
 // errSuperseded is CheckClaim's reason to yield.
 var errSuperseded = errors.New("a newer process initialized the transactional ID after this one claimed it: yielding the instance ID")
 
-// CheckClaim is for the moment the Session's group member first holds the
-// instance ID, before its first transaction: a ClassReset *Error if
-// another Session claimed the transactional ID after this one (a newer
-// process that waits for the ID, refused while this one holds it). The
-// caller closes the Session and yields (YieldToSuccessor): the newer
-// process takes the ID, or, if none comes, the rebuild claims anew. nil
-// under classic, without a claim, or if the coordinator cannot be asked.
+// CheckClaim is for a Session whose group member holds the instance ID,
+// between transactions: a ClassReset *Error if another Session claimed
+// the transactional ID after this one (a newer process that waits for the
+// ID, refused while this one holds it). The caller closes the Session and
+// yields (YieldToSuccessor): the newer process takes the ID, or, if none
+// comes, the rebuild claims anew. nil under classic, without a claim, or
+// if the coordinator cannot be asked.
 func (s *Session) CheckClaim(ctx context.Context) *Error {
 	if s.standing(ctx) == claimSuperseded {
 		return &Error{ClassReset, "claim", errSuperseded}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/onceflow/onceflow/internal/kafkatest"
 )
 
@@ -59,8 +61,57 @@ func TestClaimOrder848(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.Claim(ctx); err != nil || s.claim != nil {
-		t.Errorf("classic Claim: %v, claim %v; want a no-op", err, s.claim)
+	if err := s.Claim(ctx); err != nil || s.claimed {
+		t.Errorf("classic Claim: %v, claimed %v; want a no-op", err, s.claimed)
+	}
+}
+
+// TestClaimStandsAfterTransactions848: a claim stays the newest through
+// the Session's own transactions, whose ends bump the epoch under
+// transactions v2 (so a later check, after a rejoin, sees no newer
+// process where there is none), and is superseded by a later claim.
+func TestClaimStandsAfterTransactions848(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.CreateTopic(t, "in", 1, nil)
+	group := kafkatest.Name(t, "g")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := NewSession(consumerConfig(c, group, "i", topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Claim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := s.Client()
+	_, before, _ := cl.ProducerID(ctx)
+	for i := range 3 {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(i%2 == 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, after, _ := cl.ProducerID(ctx)
+	t.Logf("producer epoch %d at the claim, %d after three transactions", before, after)
+	if got := s.standing(ctx); got != claimNewest {
+		t.Fatalf("after its own transactions: standing %v, want %v", got, claimNewest)
+	}
+	later, err := NewSession(consumerConfig(c, group, "i", topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Close()
+	if err := later.Claim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.standing(ctx); got != claimSuperseded {
+		t.Errorf("after a later claim: standing %v, want %v", got, claimSuperseded)
 	}
 }
 

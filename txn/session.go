@@ -114,11 +114,11 @@ func (c Config) validate() error {
 // goroutine, except that Produce may be called from several between Begin
 // and Commit.
 type Session struct {
-	cfg    Config
-	gts    *kgo.GroupTransactSession
-	inTxn  bool
-	member string         // group member ID when the open transaction began
-	claim  *producerClaim // see Claim; nil without one
+	cfg     Config
+	gts     *kgo.GroupTransactSession
+	inTxn   bool
+	member  string // group member ID when the open transaction began
+	claimed bool   // see Claim
 }
 
 // NewSession builds the client. Nothing is contacted until the first

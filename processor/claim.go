@@ -1,0 +1,76 @@
+package processor
+
+import (
+	"context"
+	"time"
+
+	"github.com/onceflow/onceflow/txn"
+)
+
+// claimRecheck is how long a member that holds the instance ID but runs
+// no transaction goes between checks of its claim. A busy member needs
+// none: a newer process's claim fences its producer, and its next
+// transaction fails. An idle one (no partitions, or no input) would
+// otherwise hold the ID from a newer process that waits for it, for good.
+const claimRecheck = 5 * time.Second
+
+// claimCheck is what the loop keeps about its lifetime's claim of the
+// transactional ID (txn/claim.go).
+type claimCheck struct {
+	s      *txn.Session
+	member string    // the member ID of the last check; "" before the first join
+	at     time.Time // the last check, or the last loop step in a transaction
+}
+
+// claimID, under the consumer protocol, initializes the client's
+// transactional producer before the member joins, and arms the checks of
+// that claim (recheckClaim): the group gives a free instance ID to
+// whichever waiting process asks first, the transaction coordinator
+// orders their claims. Neither step stops the lifetime when the brokers
+// cannot answer: the producer then initializes at the first transaction,
+// as under classic, and the processes are left unordered.
+func (l *lifetime) claimID(ctx context.Context, s *txn.Session) {
+	if l.cfg.groupProtocol != GroupProtocolConsumer {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.txnTimeout)
+	err := s.Claim(cctx)
+	cancel()
+	if err != nil {
+		l.cfg.logger.Warn("could not initialize the transactional producer before joining; processes with this instance ID are not ordered", "err", err)
+		return
+	}
+	l.claim = &claimCheck{s: s}
+}
+
+// recheckClaim yields the instance ID (a ClassReset error) when a newer
+// process claimed the transactional ID after this lifetime. It asks the
+// coordinator each time the client joins under a new member ID (the
+// first join, and a rejoin after the group expelled a paused process,
+// which would otherwise keep the ID it took back from a newer process
+// still waiting for it), and every claimRecheck while no transaction is
+// open.
+func (l *lifetime) recheckClaim(ctx context.Context) error {
+	c := l.claim
+	if c == nil {
+		return nil
+	}
+	member, epoch := c.s.Client().GroupMetadata()
+	switch {
+	case epoch <= 0:
+		return nil
+	case member == c.member && l.s.InTxn():
+		c.at = l.now
+		return nil
+	case member == c.member && l.now.Sub(c.at) < claimRecheck:
+		return nil
+	}
+	c.member, c.at = member, l.now
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if e := c.s.CheckClaim(ctx); e != nil {
+		l.cfg.logger.Warn("a newer process with this instance ID is waiting for it; yielding", "err", e)
+		return e
+	}
+	return nil
+}
