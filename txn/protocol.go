@@ -283,6 +283,12 @@ func holder848(ctx context.Context, cl *kgo.Client, group, instanceID string) (m
 // 5s at most by default.
 const SuccessorGrace = 6 * time.Second
 
+// maxOwnMemberWait bounds YieldToSuccessor's wait for this process's own
+// earlier member to leave the group: twice the longest session timeout a
+// Kafka broker allows by default (group.consumer.max.session.timeout.ms,
+// 60s).
+const maxOwnMemberWait = 2 * time.Minute
+
 // YieldToSuccessor is, under GroupProtocolConsumer, the step between a
 // Session that failed (ClassReset, ClassOutcomeUnknown) and the one that
 // replaces it, in a process that held its instance ID under the member
@@ -290,18 +296,20 @@ const SuccessorGrace = 6 * time.Second
 // a process whose member expired while it was stopped would, by
 // rebuilding at once, win the ID from a newer process that has been
 // waiting for it (refused UNRELEASED_INSTANCE_ID while the member that
-// replaced this one held it), and that newer process would stop. So when
-// nobody holds the ID, or only this process's earlier member that left
-// (a static member's leave lets any member take its ID), this waits up to
-// grace for another member to take it. It returns a ClassFenced *Error if
-// another member holds the ID or takes it; nil to rebuild: this process's
-// own earlier member holds it and has not left (nobody can take it before
-// that member's session ends, and the new client's join waits for it
-// too), nobody came, the group refused to be described, ctx is done, or
-// the protocol is classic (the newest joiner takes the ID there; incarnations order
-// the rest). While the brokers cannot be reached (a network partition
-// that made the last Session fail) it keeps asking: the new Session could
-// not join before then either. A short-lived client built from
+// replaced this one held it), and that newer process would stop; the
+// rebuild's claim (claim.go) would also supersede the newer one's. So
+// when nobody holds the ID, or only this process's earlier member that
+// left (a static member's leave lets any member take its ID), this waits
+// up to grace for another member to take it; while this process's
+// earlier member still holds it without having left (its client closed
+// without a leave), it first waits for that member's session to end (up
+// to maxOwnMemberWait). It returns a ClassFenced *Error if another member
+// holds the ID or takes it; nil to rebuild: nobody came, the group
+// refused to be described, ctx is done, or the
+// protocol is classic (the newest joiner takes the ID there;
+// incarnations order the rest). While the brokers cannot be reached (a
+// network partition that made the last Session fail) it keeps asking:
+// the new Session could not join before then either. A short-lived client built from
 // cfg.Brokers and cfg.ClientOpts (pass connection options only: TLS,
 // SASL, logging) asks the group; after is the caller's clock.
 func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
@@ -332,7 +340,7 @@ func YieldOnLost(ctx context.Context, cl *kgo.Client, cfg Config, ours []string,
 
 func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
 	const every = 250 * time.Millisecond
-	waited := time.Duration(0) // since the ID was first seen free
+	var waited, ownFor time.Duration // since the ID was first seen free; our member seen holding it
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		holder, epoch, err := holder848(qctx, cl, cfg.Group, cfg.InstanceID)
@@ -345,15 +353,26 @@ func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Config, ours []st
 			if judgeHolder848(holder, ours...) == holderNewer {
 				return &Error{ClassFenced, "rejoin", errors.New(tookAfterExpelled(holder))}
 			}
-			// Our earlier member, still in the group, keeps the ID
-			// from everyone until its session ends; one that left
-			// (a rebuild closed its client) lets anyone take it.
-			if (holder != "" && epoch != leftStaticEpoch) || waited >= grace {
+			switch {
+			case holder != "" && epoch != leftStaticEpoch:
+				// Our earlier member, still in the group (its
+				// client closed without a leave), keeps the ID from
+				// everyone until its session ends. Wait that out
+				// rather than rebuild at once: the rebuild would
+				// claim the transactional ID anew and so supersede a
+				// newer process that waits for the ID (claim.go),
+				// and its join could not come sooner anyway.
+				if ownFor += every; ownFor >= maxOwnMemberWait {
+					return nil
+				}
+			case waited >= grace:
 				return nil
+			default:
+				waited += every // free, or our member left: anyone may take it
 			}
-			waited += every
 		}
-		// Unreachable, or the ID is free for the taking: ask again.
+		// Unreachable, our member not gone yet, or the ID free for
+		// the taking: ask again.
 		select {
 		case <-ctx.Done():
 			return nil

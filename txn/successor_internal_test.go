@@ -29,7 +29,7 @@ func TestYieldToSuccessor848(t *testing.T) {
 	c := kafkatest.New(t, kafkatest.KeepParkedStaticMembers())
 	topic := c.CreateTopic(t, "in", 1, nil)
 	cl := c.Client(t)
-	const grace = 3 * time.Second
+	const grace, ownHold = 3 * time.Second, 2 * time.Second
 	for _, tc := range []struct {
 		name     string
 		holder   bool          // a member other than ours holds the ID from the start
@@ -41,7 +41,13 @@ func TestYieldToSuccessor848(t *testing.T) {
 		minWait  time.Duration // Yield returns no sooner
 		maxWait  time.Duration // and no later
 	}{
-		{name: "our earlier member holds it", ourHeld: true, protocol: GroupProtocolConsumer, maxWait: grace / 2},
+		// Our earlier member (its client closed without a leave) keeps
+		// the ID until its session ends (here it leaves after ownHold):
+		// a rebuild at once would claim the transactional ID anew and
+		// supersede a newer process waiting for the ID (a KIP-848
+		// cluster soak, w86#182).
+		{name: "our earlier member holds it, nobody comes", ourHeld: true, protocol: GroupProtocolConsumer, minWait: ownHold + grace, maxWait: ownHold + 3*grace},
+		{name: "our earlier member holds it, a newer process takes the ID after it", ourHeld: true, takeAt: ownHold + time.Second, protocol: GroupProtocolConsumer, fenced: true, minWait: ownHold + time.Second, maxWait: ownHold + grace},
 		// A rebuild closes the old client first: Kafka keeps a static
 		// member that left until its session expires, but lets any
 		// member with its instance ID replace it (a KIP-848 soak saw a
@@ -60,7 +66,11 @@ func TestYieldToSuccessor848(t *testing.T) {
 			ours := []string{"expired-member"}
 			switch {
 			case tc.ourHeld:
-				ours = append(ours, join848(t, cl, group, "i", topic))
+				m := join848(t, cl, group, "i", topic)
+				left := make(chan struct{})
+				defer func() { <-left }()
+				time.AfterFunc(ownHold, func() { heartbeat848(t, cl, group, "i", topic, m, -2); close(left) })
+				ours = append(ours, m)
 			case tc.ourLeft:
 				m := join848(t, cl, group, "i", topic)
 				heartbeat848(t, cl, group, "i", topic, m, -2)
@@ -99,7 +109,8 @@ func join848(t *testing.T, cl *kgo.Client, group, instance, topic string) string
 }
 
 // heartbeat848 sends one raw KIP-848 heartbeat at epoch (0 joins, -2 is a
-// static member's leave).
+// static member's leave), retried while refused for a retriable reason or
+// because another member holds the instance ID.
 func heartbeat848(t *testing.T, cl *kgo.Client, group, instance, topic, member string, epoch int32) {
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	req.Group, req.MemberID, req.MemberEpoch = group, member, epoch
@@ -118,8 +129,10 @@ func heartbeat848(t *testing.T, cl *kgo.Client, group, instance, topic, member s
 		if err == nil {
 			return
 		}
-		// A fresh cluster creates __consumer_offsets on the first request.
-		if !kerr.IsRetriable(err) || ctx.Err() != nil {
+		// A fresh cluster creates __consumer_offsets on the first
+		// request; a held instance ID is free once its member's session
+		// ends (a join timed for then may come a little early).
+		if !(kerr.IsRetriable(err) || errors.Is(err, kerr.UnreleasedInstanceID)) || ctx.Err() != nil {
 			t.Errorf("%s: heartbeat at epoch %d to %s: %v", instance, epoch, group, err)
 			return
 		}
