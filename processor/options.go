@@ -320,7 +320,9 @@ const (
 	// initializes its transactional producer before it joins, and the
 	// transaction coordinator's epoch orders these claims (txn/claim.go),
 	// so an older holder yields to a newer process waiting for the ID at
-	// its next commit, or as it joins. Needs onceflow's franz-go
+	// its next commit, as it joins or rejoins, or within 5s while it runs
+	// no transaction. A rebuild first waits for its own earlier member to
+	// leave the group. Needs onceflow's franz-go
 	// patch (third_party/franz-go; copy its replace directive into the
 	// application's go.mod): without it a rebalance or an expulsion that
 	// meets an open transaction stalls that transaction for the
