@@ -54,12 +54,7 @@ func TestNewerWaiterWinsTheID(t *testing.T) {
 		require.ErrorIs(t, older.wait(t, 30*time.Second), processor.ErrFenced)
 		cutHolder.Heal()
 		require.ErrorIs(t, holder.wait(t, 30*time.Second), processor.ErrFenced)
-		pl.produce(t, pl.inputs/2, pl.inputs)
-		pl.waitDone(t, 60*time.Second)
-		require.NoError(t, newer.stop(t))
-		rep := pl.read(t)
-		require.True(t, rep.ExactlyOnce(), rep.String())
-		require.Equal(t, pl.inputs, rep.Outputs)
+		pl.finishSecondHalf(t, newer)
 	})
 }
 
@@ -77,6 +72,19 @@ func (pl *pipeline) startHolder(t *testing.T, instance string, cut *kafkatest.Cu
 	pl.waitOutputs(t, pl.inputs/2, 30*time.Second)
 	require.NotEmpty(t, pl.holder(t, instance))
 	return r
+}
+
+// finishSecondHalf produces the second half of the inputs, waits until
+// they are handled by r, the process left holding the instance ID, stops
+// it and checks that every input came out exactly once.
+func (pl *pipeline) finishSecondHalf(t *testing.T, r *running) {
+	t.Helper()
+	pl.produce(t, pl.inputs/2, pl.inputs)
+	pl.waitDone(t, 60*time.Second)
+	require.NoError(t, r.stop(t))
+	rep := pl.read(t)
+	require.True(t, rep.ExactlyOnce(), rep.String())
+	require.Equal(t, pl.inputs, rep.Outputs)
 }
 
 // Messages the processor logs: refused the instance ID, and yielding it.
@@ -144,11 +152,6 @@ func TestIdleHolderYieldsToNewerProcess(t *testing.T) {
 		waitSignal(t, newerSaid[0], "the newer process was not refused the instance ID")
 
 		require.ErrorIs(t, holder.wait(t, 30*time.Second), processor.ErrFenced)
-		pl.produce(t, pl.inputs/2, pl.inputs)
-		pl.waitDone(t, 60*time.Second)
-		require.NoError(t, newer.stop(t))
-		rep := pl.read(t)
-		require.True(t, rep.ExactlyOnce(), rep.String())
-		require.Equal(t, pl.inputs, rep.Outputs)
+		pl.finishSecondHalf(t, newer)
 	})
 }

@@ -173,12 +173,7 @@ func TestLostMemberYieldsToNewerProcess(t *testing.T) {
 		cutB.Heal()
 
 		require.ErrorIs(t, a.wait(t, 30*time.Second), processor.ErrFenced)
-		pl.produce(t, pl.inputs/2, pl.inputs)
-		pl.waitDone(t, 60*time.Second)
-		require.NoError(t, b.stop(t))
-		rep := pl.read(t)
-		require.True(t, rep.ExactlyOnce(), rep.String())
-		require.Equal(t, pl.inputs, rep.Outputs)
+		pl.finishSecondHalf(t, b)
 	})
 }
 

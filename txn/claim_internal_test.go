@@ -20,20 +20,7 @@ func TestClaimOrder848(t *testing.T) {
 	group := kafkatest.Name(t, "g")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	session := func(claim bool) *Session {
-		t.Helper()
-		s, err := NewSession(consumerConfig(c, group, "i", topic))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		if claim {
-			if err := s.Claim(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return s
-	}
+	session := func(claim bool) *Session { return newSession848(ctx, t, c, group, topic, claim) }
 	older, newer, unclaimed := session(true), session(true), session(false)
 	for _, tc := range []struct {
 		name string
@@ -76,14 +63,7 @@ func TestClaimStandsAfterTransactions848(t *testing.T) {
 	group := kafkatest.Name(t, "g")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := NewSession(consumerConfig(c, group, "i", topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Claim(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := newSession848(ctx, t, c, group, topic, true)
 	cl := s.Client()
 	_, before, _ := cl.ProducerID(ctx)
 	for i := range 3 {
@@ -102,17 +82,28 @@ func TestClaimStandsAfterTransactions848(t *testing.T) {
 	if got := s.standing(ctx); got != claimNewest {
 		t.Fatalf("after its own transactions: standing %v, want %v", got, claimNewest)
 	}
-	later, err := NewSession(consumerConfig(c, group, "i", topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer later.Close()
-	if err := later.Claim(ctx); err != nil {
-		t.Fatal(err)
-	}
+	newSession848(ctx, t, c, group, topic, true) // a later claim
 	if got := s.standing(ctx); got != claimSuperseded {
 		t.Errorf("after a later claim: standing %v, want %v", got, claimSuperseded)
 	}
+}
+
+// newSession848 is a consumer-protocol Session for instance "i" of
+// group, closed when the test ends; claim makes it claim the
+// transactional ID.
+func newSession848(ctx context.Context, t *testing.T, c *kafkatest.Cluster, group, topic string, claim bool) *Session {
+	t.Helper()
+	s, err := NewSession(consumerConfig(c, group, "i", topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if claim {
+		if err := s.Claim(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }
 
 // TestStaticLeave848: a Session that closes leaves the group as a static
