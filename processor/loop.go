@@ -50,6 +50,10 @@ type lifetime struct {
 	// of the transactional ID while its member holds the instance ID
 	// (claim.go); nil under classic or without a claim.
 	claim *claimCheck
+	// endYield ends a lost member's yield (yieldOnLost) when the
+	// lifetime ends: the client's Close waits for the callback, and the
+	// rebuild gives what is left of its grace.
+	endYield context.CancelFunc
 	// produceCtx outlives Run's context: records of a transaction that
 	// is still to commit must not be canceled by a shutdown.
 	produceCtx context.Context
@@ -62,6 +66,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 	p := r.p
 	l := r.newLifetime(ctx)
 	defer l.restores.close()
+	defer l.endYield()
 	cfg := l.cfg
 	// First, so that WithKgoOpts can override it: see backpressure.
 	clientOpts := append([]kgo.Opt{kgo.FetchMaxPartitionBytes(inputFetchBytes)}, cfg.clientOpts()...)
@@ -101,6 +106,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 	var refreshWG sync.WaitGroup
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer func() {
+		l.endYield()
 		stopRefresh()
 		refreshWG.Wait()
 		stopGate()
@@ -130,9 +136,11 @@ func (r *run) newLifetime(ctx context.Context) *lifetime {
 		listedEnds: make(map[tp]int64)}
 	l.group = newGroupEvents(r.cfg.logger, r.comps.wakePoll)
 	l.group.members = &r.members
+	var yieldCtx context.Context
+	yieldCtx, l.endYield = context.WithCancel(ctx)
 	if r.cfg.groupProtocol == GroupProtocolConsumer {
 		l.group.yield = func(cbCtx context.Context, cl *kgo.Client) error {
-			return r.yieldOnLost(ctx, cbCtx, cl)
+			return r.yieldOnLost(yieldCtx, cbCtx, cl)
 		}
 	}
 	l.keyspaces = newKeyspaces(l)

@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
-	"sync"
 	"sync/atomic"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/dedupe"
 	"github.com/onceflow/onceflow/statestore"
@@ -28,6 +24,9 @@ type run struct {
 	// instance ID under: recorded as partitions are assigned and when a
 	// client that joined closes; see txn.Session.CheckReplaced.
 	members memberIDs
+	// lost is the grace a lost member's yield began, for the rebuild
+	// that may follow it (yield.go).
+	lost lostGrace
 	// waitedFor is the member holding the instance ID that this Run, never
 	// a holder, waits for (the loop's; see txn.Session.CheckReplaced).
 	waitedFor txn.HolderWait
@@ -72,61 +71,4 @@ func (r *run) close() {
 	if r.marks != nil {
 		r.marks.Close()
 	}
-}
-
-// yieldToSuccessor runs before a rebuild: under the consumer protocol a
-// process whose member expired waits for a newer process to take the
-// instance ID (see txn.YieldToSuccessor); an error matching ErrFenced if
-// one does.
-func (r *run) yieldToSuccessor(ctx context.Context) error {
-	if e := txn.YieldToSuccessor(ctx, r.yieldConfig(), r.members.list(), txn.SuccessorGrace, r.cfg.clock.After); e != nil {
-		return e
-	}
-	return nil
-}
-
-// yieldOnLost is yieldToSuccessor on a running client whose member was
-// expelled, before franz-go rejoins (see groupEvents.onLost). It ends
-// with Run's ctx or the client (cbCtx), whichever ends first: the loop's
-// polls wait for it.
-func (r *run) yieldOnLost(ctx, cbCtx context.Context, cl *kgo.Client) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(cbCtx, cancel)()
-	// A member that joined (epoch > 0) since its last assignment, which
-	// records member IDs, is this process's, not another's.
-	if member, epoch := cl.GroupMetadata(); epoch > 0 {
-		r.members.add(member)
-	}
-	if e := txn.YieldOnLost(ctx, cl, r.yieldConfig(), r.members.list(), txn.SuccessorGrace, r.cfg.clock.After); e != nil {
-		return e
-	}
-	return nil
-}
-
-func (r *run) yieldConfig() txn.Config {
-	return txn.Config{
-		Brokers: r.cfg.brokers, Group: r.cfg.group, InstanceID: r.cfg.instanceID,
-		GroupProtocol: r.cfg.groupProtocol, ClientOpts: r.cfg.clientOpts(),
-	}
-}
-
-// memberIDs is a set of group member IDs, safe for the client's callbacks.
-type memberIDs struct {
-	mu  sync.Mutex
-	ids []string
-}
-
-func (m *memberIDs) add(id string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if id != "" && !slices.Contains(m.ids, id) {
-		m.ids = append(m.ids, id)
-	}
-}
-
-func (m *memberIDs) list() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.ids)
 }

@@ -1,0 +1,184 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+	"github.com/onceflow/onceflow/txn"
+)
+
+// TestLostYieldEndsWithLifetime: a process woke from a pause after the
+// group had expelled its member, and nobody had replaced it. Its heartbeat
+// found the member gone, so franz-go's OnPartitionsLost waited a grace for
+// a newer process (yieldOnLost), while its commit failed and the lifetime
+// ended; the client's Close waited for that callback, and the rebuild then
+// gave a second whole grace (a KIP-848 cluster soak, w177#340 in
+// docs/reliability.md: 12.9 s out of the group after waking). The
+// lifetime's end must cut the first grace short, and the rebuild give only
+// the rest of it. A yield that ran its course leaves a later rebuild its
+// whole grace: franz-go rejoined after it, so the ID was held since.
+func TestLostYieldEndsWithLifetime(t *testing.T) {
+	kafkatest.ProtocolIndependent(t)
+	c := kafkatest.New(t)
+	topic := c.CreateTopic(t, "in", 1, nil)
+	group := kafkatest.Name(t, "app")
+	cl := c.Client(t)
+	// ConsumerGroupDescribe answers only for a group that exists.
+	joinRaw848(t, cl, group, "other", topic)
+
+	clock := &yieldClock{now: time.Unix(1_000_000, 0)}
+	p, err := New(WithBrokers(c.Brokers...), WithGroup(group), WithInstanceID("i1"), WithInputTopics(topic),
+		WithOutputTopic("out"), WithHandler(copyToOutput), WithGroupProtocol(GroupProtocolConsumer), WithClock(clock))
+	require.NoError(t, err)
+	r := newRun(p)
+	t.Cleanup(r.d.stop)
+	r.members.add("an-expired-member") // i1 is free: nobody replaced it
+
+	t.Run("the lifetime ends during the grace", func(t *testing.T) {
+		clock.hold(true) // the grace would never end by itself
+		l := r.newLifetime(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- l.group.yield(context.Background(), cl) }()
+		require.Eventually(t, func() bool { return r.lost.begun() && clock.waiting() }, 30*time.Second, 10*time.Millisecond,
+			"the yield never waited for a newer process")
+		select {
+		case err := <-done:
+			t.Fatalf("the yield ended (%v) with the ID free and its grace held", err)
+		default:
+		}
+		clock.advance(2 * time.Second)
+		l.endYield()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the lost member's yield outlived its lifetime")
+		}
+		require.Equal(t, txn.SuccessorGrace-2*time.Second, r.lost.left(clock.Now(), txn.SuccessorGrace),
+			"the rebuild gives the rest of the grace")
+		require.Equal(t, txn.SuccessorGrace, r.lost.left(clock.Now(), txn.SuccessorGrace),
+			"a second rebuild owes a whole grace")
+	})
+	t.Run("the grace runs its course", func(t *testing.T) {
+		clock.hold(false)
+		l := r.newLifetime(context.Background())
+		from := clock.Now()
+		require.NoError(t, l.group.yield(context.Background(), cl))
+		require.GreaterOrEqual(t, clock.Now().Sub(from), txn.SuccessorGrace, "the yield did not wait its grace")
+		l.endYield()
+		require.Equal(t, txn.SuccessorGrace, r.lost.left(clock.Now(), txn.SuccessorGrace))
+	})
+}
+
+func TestLostGrace(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	const grace = 6 * time.Second
+	for _, tc := range []struct {
+		name  string
+		began bool
+		ended bool
+		after time.Duration // from the begin to the rebuild
+		want  time.Duration
+	}{
+		{name: "no lost member", want: grace},
+		{name: "cut short at once", began: true, want: grace},
+		{name: "cut short after 2s", began: true, after: 2 * time.Second, want: grace - 2*time.Second},
+		{name: "cut short after the grace", began: true, after: 10 * time.Second, want: 0},
+		{name: "ran its course", began: true, ended: true, after: 10 * time.Second, want: grace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var g lostGrace
+			if tc.began {
+				g.begin(t0)
+			}
+			if tc.ended {
+				g.end()
+			}
+			require.Equal(t, tc.want, g.left(t0.Add(tc.after), grace))
+		})
+	}
+}
+
+// yieldClock is a Clock whose After fires at once, its time advanced by
+// the wait, or, held, never.
+type yieldClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	held  bool
+	waits int // Afters held
+}
+
+func (c *yieldClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *yieldClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if c.held {
+		c.waits++
+		return ch
+	}
+	c.now = c.now.Add(d)
+	ch <- c.now
+	return ch
+}
+
+func (c *yieldClock) waiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waits > 0
+}
+
+func (c *yieldClock) hold(h bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held = h
+}
+
+func (c *yieldClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// joinRaw848 makes instance a static member of group with one raw KIP-848
+// heartbeat; the member stays for the group's session timeout.
+func joinRaw848(t *testing.T, cl *kgo.Client, group, instance, topic string) {
+	t.Helper()
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.MemberEpoch = group, "member-of-"+instance, 0
+	req.InstanceID = kmsg.StringPtr(instance)
+	req.RebalanceTimeoutMillis = 10_000
+	req.SubscribedTopicNames = []string{topic}
+	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err == nil {
+			return
+		}
+		// A fresh cluster creates __consumer_offsets on the first request.
+		var ke *kerr.Error
+		if !errors.As(err, &ke) || !ke.Retriable || ctx.Err() != nil {
+			t.Fatalf("joining %s as %s: %v", group, instance, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
