@@ -19,6 +19,7 @@ const claimRecheck = 5 * time.Second
 type claimCheck struct {
 	s      *txn.Session
 	member string    // the member ID of the last check; "" before the first join
+	losses int64     // the member's losses (groupEvents.losses) at the last check
 	at     time.Time // the last check, or the last loop step in a transaction
 }
 
@@ -45,9 +46,9 @@ func (l *lifetime) claimID(ctx context.Context, s *txn.Session) {
 
 // recheckClaim yields the instance ID (a ClassReset error) when a newer
 // process claimed the transactional ID after this lifetime. It asks the
-// coordinator each time the client joins under a new member ID (the
-// first join, and a rejoin after the group expelled a paused process,
-// which would otherwise keep the ID it took back from a newer process
+// coordinator at the first join, after each loss of the member (franz-go
+// then rejoins: a process the group expelled while it was paused or cut
+// off would otherwise keep the ID it took back from a newer process
 // still waiting for it), and every claimRecheck while no transaction is
 // open.
 func (l *lifetime) recheckClaim(ctx context.Context) error {
@@ -55,17 +56,23 @@ func (l *lifetime) recheckClaim(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
+	every := claimRecheck
+	if d := l.p.hooks.claimRecheck; d > 0 {
+		every = d
+	}
 	member, epoch := c.s.Client().GroupMetadata()
+	losses := l.group.losses.Load()
+	same := member == c.member && losses == c.losses // no join since the last check
 	switch {
 	case epoch <= 0:
 		return nil
-	case member == c.member && l.s.InTxn():
+	case same && l.s.InTxn():
 		c.at = l.now
 		return nil
-	case member == c.member && l.now.Sub(c.at) < claimRecheck:
+	case same && l.now.Sub(c.at) < every:
 		return nil
 	}
-	c.member, c.at = member, l.now
+	c.member, c.losses, c.at = member, losses, l.now
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if e := c.s.CheckClaim(ctx); e != nil {

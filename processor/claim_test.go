@@ -65,10 +65,10 @@ var quickRetries = kgo.RetryBackoffFn(func(int) time.Duration { return 100 * tim
 // startHolder produces the first half of the inputs and starts a processor
 // with instance, its connections behind cut, that holds the instance ID
 // once it has committed them.
-func (pl *pipeline) startHolder(t *testing.T, instance string, cut *kafkatest.Cutter) *running {
+func (pl *pipeline) startHolder(t *testing.T, instance string, cut *kafkatest.Cutter, opts ...processor.Opt) *running {
 	t.Helper()
 	pl.produce(t, 0, pl.inputs/2)
-	r := start(t, append(pl.opts(instance, copyHandler), processor.WithKgoOpts(cut.Opt(), quickRetries))...)
+	r := start(t, append(append(pl.opts(instance, copyHandler), processor.WithKgoOpts(cut.Opt(), quickRetries)), opts...)...)
 	pl.waitOutputs(t, pl.inputs/2, 30*time.Second)
 	require.NotEmpty(t, pl.holder(t, instance))
 	return r
@@ -150,6 +150,39 @@ func TestIdleHolderYieldsToNewerProcess(t *testing.T) {
 		newerLog, newerSaid := logSignals(t, "newer", refusedMsg)
 		newer := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(quickRetries), newerLog)...)
 		waitSignal(t, newerSaid[0], "the newer process was not refused the instance ID")
+
+		require.ErrorIs(t, holder.wait(t, 30*time.Second), processor.ErrFenced)
+		pl.finishSecondHalf(t, newer)
+	})
+}
+
+// TestRejoinedHolderYieldsAtOnce: a holder expelled while a newer process
+// waits for its instance ID, whose retry comes too late (here it is cut
+// off), rejoins under a new member ID after its grace (the soak's
+// w179#332). Joining, it must check its claim at once, find the newer
+// one's and yield; the newer one, back within the rebuild's grace, takes
+// the ID. The holder's periodic check is set to an hour, so only the
+// check at the join can find the newer claim.
+func TestRejoinedHolderYieldsAtOnce(t *testing.T) {
+	if !kafkatest.Consumer848() {
+		t.Skip("the consumer protocol's rule: ONCEFLOW_GROUP_PROTOCOL=consumer")
+	}
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 2, 2000, 50)
+		var cutHolder, cutNewer kafkatest.Cutter
+		holderLog, holderSaid := logSignals(t, "holder", yieldingMsg)
+		holder := pl.startHolder(t, "i1", &cutHolder, holderLog, processor.WithClaimRecheck(time.Hour))
+		newerLog, newerSaid := logSignals(t, "newer", refusedMsg)
+		newer := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutNewer.Opt(), quickRetries), newerLog)...)
+		waitSignal(t, newerSaid[0], "the newer process was not refused the instance ID")
+
+		cutHolder.Cut()
+		cutNewer.Cut()
+		require.Eventually(t, func() bool { return pl.holder(t, "i1") == "" }, 30*time.Second, 50*time.Millisecond,
+			"the holder's member was not expelled")
+		cutHolder.Heal()
+		waitSignal(t, holderSaid[0], "the rejoined holder did not yield to the newer claim")
+		cutNewer.Heal()
 
 		require.ErrorIs(t, holder.wait(t, 30*time.Second), processor.ErrFenced)
 		pl.finishSecondHalf(t, newer)

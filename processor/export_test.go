@@ -25,3 +25,10 @@ func WithAfterEndTxnHook(f func(n int) error) Opt {
 func WithRestoreApplyHook(f func(partition int32, records int) error) Opt {
 	return hooksOpt(func(h *testHooks) { h.restoreApply = f })
 }
+
+// WithClaimRecheck sets how often an idle holder of the instance ID checks
+// its claim (claim.go's claimRecheck, 5s), so that a test can leave the
+// checks at a join alone.
+func WithClaimRecheck(d time.Duration) Opt {
+	return hooksOpt(func(h *testHooks) { h.claimRecheck = d })
+}

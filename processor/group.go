@@ -30,6 +30,10 @@ type groupEvents struct {
 	// yield, under the consumer protocol, holds back franz-go's rejoin
 	// after the member was expelled (see onLost); nil under classic.
 	yield func(ctx context.Context, cl *kgo.Client) error
+	// losses counts the member's losses (onLost): franz-go rejoins after
+	// each, under a new member ID or, after a network failure, its old
+	// one (see lifetime.recheckClaim).
+	losses atomic.Int64
 
 	mu         sync.Mutex
 	assigned   map[tp]committedInfo // the committed position of each assigned partition
@@ -111,6 +115,7 @@ func (g *groupEvents) onRevoked(_ context.Context, _ *kgo.Client, revoked map[st
 // that may be waiting for it (txn.YieldOnLost); the loop stops fenced if
 // one takes it.
 func (g *groupEvents) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	g.losses.Add(1)
 	g.onRevoked(ctx, cl, lost)
 	if g.yield == nil {
 		return

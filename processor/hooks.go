@@ -1,7 +1,9 @@
 package processor
 
+import "time"
+
 // testHooks let tests crash the processor at points no fault injection
-// reaches. They are not configuration: tests pass them to New as hook
+// reaches, or leave out a check to test another alone. They are not configuration: tests pass them to New as hook
 // options (hooksOpt, made in export_test.go), New keeps them on the
 // Processor, apart from config, and the loop reads them from there. Each
 // Processor has its own, so tests running in parallel do not share them.
@@ -14,6 +16,8 @@ type testHooks struct {
 	// of an input partition, with the batch's records; an error fails the
 	// restore (and Run).
 	restoreApply func(partition int32, records int) error
+	// claimRecheck, if set, replaces claimRecheck (claim.go).
+	claimRecheck time.Duration
 }
 
 // hooksOpt is an Opt that sets test hooks rather than configuration.
