@@ -113,12 +113,15 @@ func waitSignal(t *testing.T, ch chan struct{}, msg string) {
 }
 
 // signalHandler passes records to its handler and signals signals[i]
-// when one's message contains msgs[i].
+// when one's message contains msgs[i], at any level: the handler's level
+// decides only what is passed on.
 type signalHandler struct {
 	slog.Handler
 	msgs    []string
 	signals []chan struct{}
 }
+
+func (h signalHandler) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
 	for i, msg := range h.msgs {
@@ -129,7 +132,20 @@ func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
 			}
 		}
 	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
 	return h.Handler.Handle(ctx, r)
+}
+
+func (h signalHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(as)
+	return h
+}
+
+func (h signalHandler) WithGroup(name string) slog.Handler {
+	h.Handler = h.Handler.WithGroup(name)
+	return h
 }
 
 // TestIdleHolderYieldsToNewerProcess: a process that holds the instance
@@ -171,7 +187,7 @@ func TestRejoinedHolderYieldsAtOnce(t *testing.T) {
 		pl := newPipeline(t, c, 2, 2000, 50)
 		var cutHolder, cutNewer kafkatest.Cutter
 		holderLog, holderSaid := logSignals(t, "holder", yieldingMsg)
-		holder := pl.startHolder(t, "i1", &cutHolder, holderLog, processor.WithClaimRecheck(time.Hour))
+		holder := pl.startHolder(t, "i1", &cutHolder, holderLog, processor.WithClaimRecheck(time.Hour), processor.WithClientLogLevel(slog.LevelInfo))
 		newerLog, newerSaid := logSignals(t, "newer", refusedMsg)
 		newer := start(t, append(pl.opts("i1", copyHandler), processor.WithKgoOpts(cutNewer.Opt(), quickRetries), newerLog)...)
 		waitSignal(t, newerSaid[0], "the newer process was not refused the instance ID")

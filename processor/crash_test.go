@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,6 +177,41 @@ func TestLostMemberYieldsToNewerProcess(t *testing.T) {
 		pl.finishSecondHalf(t, b)
 	})
 }
+
+// TestShortCutKeepsTheMember: a holder cut off from the cluster for less
+// than its session. Its heartbeat fails, so franz-go calls
+// OnPartitionsLost, but the group keeps the member, and franz-go rejoins
+// under it in place. The yield before that rejoin (txn.YieldOnLost) must
+// not take the client's own live member for one a closed client left
+// behind and wait for it to expire: from 5152757 until this test, every
+// such blip (a node fault, a network hiccup) took the holder out of its
+// group for a session timeout and a grace. The member must stay, and the
+// work finish exactly once.
+func TestShortCutKeepsTheMember(t *testing.T) {
+	if !kafkatest.Consumer848() {
+		t.Skip("the consumer protocol's rule: ONCEFLOW_GROUP_PROTOCOL=consumer")
+	}
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 2, 2000, 50)
+		var cut kafkatest.Cutter
+		lostLog, lost := logSignals(t, "holder", lostMsg)
+		holder := pl.startHolder(t, "i1", &cut, lostLog, processor.WithClientLogLevel(slog.LevelInfo))
+		member := pl.holder(t, "i1")
+
+		cut.Cut()
+		waitSignal(t, lost[0], "the cut-off holder's client did not lose its partitions")
+		cut.Heal()
+		// The session is 6s (newPipeline): an expiry shows within 8s.
+		for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+			require.Equal(t, member, pl.holder(t, "i1"), "the holder's member left the group after a cut shorter than its session")
+		}
+		pl.finishSecondHalf(t, holder)
+	})
+}
+
+// lostMsg is franz-go's log line (at info) when the client loses its
+// partitions (OnPartitionsLost).
+const lostMsg = "transact session in on_lost"
 
 // TestDuplicateInstance: a second process starts with the instance ID of a
 // live one (a misconfiguration, or a replacement started while the first

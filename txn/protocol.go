@@ -321,7 +321,7 @@ func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time
 		return nil // the Session's NewSession reports bad options
 	}
 	defer cl.Close()
-	return yieldToSuccessor(ctx, cl, cfg, ours, grace, after)
+	return yieldToSuccessor(ctx, cl, cfg, ours, "", grace, after)
 }
 
 // YieldOnLost is YieldToSuccessor for a client whose group member was
@@ -330,15 +330,22 @@ func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time
 // returns, so a process that wakes from a pause longer than its session
 // would otherwise take the free instance ID from a newer process that has
 // been waiting for it. The callback holds the client's group management
-// (and its polls) while this waits; cancel ctx to end the wait.
+// (and its polls) while this waits; cancel ctx to end the wait. A member
+// the group kept (the client lost its partitions to failed heartbeats, a
+// network blip shorter than the session, or to a fenced member epoch) is
+// the client's own, not one a closed client left behind: it returns nil
+// at once, and franz-go rejoins under it in place.
 func YieldOnLost(ctx context.Context, cl *kgo.Client, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
 	if cfg.GroupProtocol != GroupProtocolConsumer || len(ours) == 0 {
 		return nil
 	}
-	return yieldToSuccessor(ctx, cl, cfg, ours, grace, after)
+	live, _ := cl.GroupMetadata() // the callback runs before franz-go forgets it
+	return yieldToSuccessor(ctx, cl, cfg, ours, live, grace, after)
 }
 
-func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
+// yieldToSuccessor is YieldToSuccessor on cl. live is the member the
+// client rejoins under, if the group kept it ("" for a new client).
+func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Config, ours []string, live string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
 	const every = 250 * time.Millisecond
 	var waited, ownFor time.Duration // since the ID was first seen free; our member seen holding it
 	for {
@@ -354,6 +361,12 @@ func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Config, ours []st
 				return &Error{ClassFenced, "rejoin", errors.New(tookAfterExpelled(holder))}
 			}
 			switch {
+			case holder != "" && holder == live && epoch != leftStaticEpoch:
+				// The group kept the client's member: the ID was
+				// never free. A newer process that waits for it
+				// superseded the claim, which CheckClaim finds after
+				// the rejoin.
+				return nil
 			case holder != "" && epoch != leftStaticEpoch:
 				// Our earlier member, still in the group (its
 				// client closed without a leave), keeps the ID from
