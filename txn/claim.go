@@ -39,14 +39,16 @@ const (
 // Claim initializes the transactional producer now rather than at the
 // first transaction, under the consumer protocol (a no-op under classic,
 // where the newest joiner takes the instance ID). Call it when the
-// Session starts. A predecessor's open transaction is aborted, as by any
-// producer initialization. An error leaves the producer to initialize
+// Session starts: the member joins the group only after it (see join).
+// A predecessor's open transaction is aborted, as by any producer
+// initialization. An error leaves the producer to initialize
 // at the first transaction, as under classic, and the Session unordered
 // (claimUnknown).
 func (s *Session) Claim(ctx context.Context) error {
 	if s.cfg.GroupProtocol != GroupProtocolConsumer {
 		return nil
 	}
+	defer s.join() // after the claim, whatever its outcome
 	if _, _, err := s.gts.Client().ProducerID(ctx); err != nil {
 		return fmt.Errorf("txn: initializing the transactional producer: %w", err)
 	}

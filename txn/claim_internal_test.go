@@ -106,6 +106,46 @@ func newSession848(ctx context.Context, t *testing.T, c *kafkatest.Cluster, grou
 	return s
 }
 
+// TestJoinsAfterClaim848: a consumer-protocol Session joins the group at
+// Claim, not before. franz-go joins as soon as a client's metadata names
+// its topics; a Session built with them held the instance ID unclaimed
+// while its Claim waited for an unreachable transaction coordinator and,
+// with rebalances blocked until the first poll, stopped heartbeating
+// until the group expelled it (a KIP-848 cluster soak, w90#176).
+func TestJoinsAfterClaim848(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := c.CreateTopic(t, "in", 1, nil)
+	group := kafkatest.Name(t, "g")
+	cl := c.Client(t)
+	join848(t, cl, group, "other", topic) // ConsumerGroupDescribe needs the group
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holder := func() string {
+		h, _, err := holder848(ctx, cl, group, "i")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+
+	s := newSession848(ctx, t, c, group, topic, false)
+	// Time for the client to load metadata and join, were it to: a
+	// fraction of a second on kfake and on the cluster.
+	time.Sleep(2 * time.Second)
+	if h := holder(); h != "" {
+		t.Fatalf("the Session joined as %s before its claim", h)
+	}
+	if err := s.Claim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for holder() == "" {
+		if ctx.Err() != nil {
+			t.Fatal("the Session did not join after its claim")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestStaticLeave848: a Session that closes leaves the group as a static
 // member (epoch -2), which lets a process with its instance ID replace
 // it at once. Kafka refuses such a leave without the instance ID

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -119,10 +120,16 @@ type Session struct {
 	inTxn   bool
 	member  string // group member ID when the open transaction began
 	claimed bool   // see Claim
+	// joined is done once the client consumes its topics, which makes
+	// franz-go join the group. Under the consumer protocol that waits for
+	// Claim or the first Poll (see join).
+	joined sync.Once
 }
 
-// NewSession builds the client. Nothing is contacted until the first
-// poll. An invalid cfg fails with an error matching ErrInvalidConfig.
+// NewSession builds the client. Under the classic protocol it joins the
+// group as soon as it has the topics' metadata; under the consumer
+// protocol at Claim or the first Poll, whichever comes first. An invalid
+// cfg fails with an error matching ErrInvalidConfig.
 func NewSession(cfg Config) (*Session, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -131,7 +138,6 @@ func NewSession(cfg Config) (*Session, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
-		kgo.ConsumeTopics(cfg.Topics...),
 		kgo.InstanceID(cfg.InstanceID),
 		kgo.TransactionalID(ID(cfg.Group, cfg.InstanceID)),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
@@ -167,11 +173,30 @@ func NewSession(cfg Config) (*Session, error) {
 		kgo.ConcurrentTransactionsBackoff(2 * time.Millisecond),
 	}
 	opts = append(opts, cfg.groupOpts()...)
+	if cfg.GroupProtocol != GroupProtocolConsumer {
+		opts = append(opts, kgo.ConsumeTopics(cfg.Topics...))
+	}
 	gts, err := kgo.NewGroupTransactSession(append(opts, cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("txn: building client: %w", err)
 	}
 	return &Session{cfg: cfg, gts: gts}, nil
+}
+
+// join gives a consumer-protocol client its topics, and so its group
+// membership. franz-go joins as soon as the client's metadata names the
+// topics, before any poll; a client built with them would hold the
+// instance ID while Claim waits for an unreachable transaction
+// coordinator, and, with rebalances blocked until the first poll, stop
+// heartbeating until the group expelled it (a KIP-848 cluster soak,
+// w90#176: a replacement expelled that way lost the ID to the zombie it
+// replaced).
+func (s *Session) join() {
+	s.joined.Do(func() {
+		if s.cfg.GroupProtocol == GroupProtocolConsumer {
+			s.gts.Client().AddConsumeTopics(s.cfg.Topics...)
+		}
+	})
 }
 
 // Client is the underlying client, for pausing and resuming partitions,
@@ -186,6 +211,7 @@ func (s *Session) Client() *kgo.Client { return s.gts.Client() }
 // Poll, once the records it returned are committed or aborted. A fatal
 // fetch error (see kgo.Fetches.EachError) goes through CheckFenced.
 func (s *Session) Poll(ctx context.Context, maxRecords int) kgo.Fetches {
+	s.join()
 	return s.gts.PollRecords(ctx, maxRecords)
 }
 
