@@ -2,15 +2,11 @@ package processor
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
 	"github.com/onceflow/onceflow/txn"
@@ -33,7 +29,7 @@ func TestLostYieldEndsWithLifetime(t *testing.T) {
 	group := kafkatest.Name(t, "app")
 	cl := c.Client(t)
 	// ConsumerGroupDescribe answers only for a group that exists.
-	joinRaw848(t, cl, group, "other", topic)
+	kafkatest.Join848(t, cl, group, "other", topic)
 
 	clock := &yieldClock{now: time.Unix(1_000_000, 0)}
 	p, err := New(WithBrokers(c.Brokers...), WithGroup(group), WithInstanceID("i1"), WithInputTopics(topic),
@@ -152,33 +148,4 @@ func (c *yieldClock) advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
-}
-
-// joinRaw848 makes instance a static member of group with one raw KIP-848
-// heartbeat; the member stays for the group's session timeout.
-func joinRaw848(t *testing.T, cl *kgo.Client, group, instance, topic string) {
-	t.Helper()
-	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	req.Group, req.MemberID, req.MemberEpoch = group, "member-of-"+instance, 0
-	req.InstanceID = kmsg.StringPtr(instance)
-	req.RebalanceTimeoutMillis = 10_000
-	req.SubscribedTopicNames = []string{topic}
-	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		resp, err := req.RequestWith(ctx, cl)
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-		}
-		if err == nil {
-			return
-		}
-		// A fresh cluster creates __consumer_offsets on the first request.
-		var ke *kerr.Error
-		if !errors.As(err, &ke) || !ke.Retriable || ctx.Err() != nil {
-			t.Fatalf("joining %s as %s: %v", group, instance, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -117,7 +117,7 @@ func TestJoinsAfterClaim848(t *testing.T) {
 	topic := c.CreateTopic(t, "in", 1, nil)
 	group := kafkatest.Name(t, "g")
 	cl := c.Client(t)
-	join848(t, cl, group, "other", topic) // ConsumerGroupDescribe needs the group
+	kafkatest.Join848(t, cl, group, "other", topic) // ConsumerGroupDescribe needs the group
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	holder := func() string {

@@ -2,8 +2,6 @@ package txn
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -62,26 +60,26 @@ func TestYieldToSuccessor848(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			group := kafkatest.Name(t, "g")
-			join848(t, cl, group, "other", topic)
+			kafkatest.Join848(t, cl, group, "other", topic)
 			ours := []string{"expired-member"}
 			switch {
 			case tc.ourHeld:
-				m := join848(t, cl, group, "i", topic)
+				m := kafkatest.Join848(t, cl, group, "i", topic)
 				left := make(chan struct{})
 				defer func() { <-left }()
-				time.AfterFunc(ownHold, func() { heartbeat848(t, cl, group, "i", topic, m, -2); close(left) })
+				time.AfterFunc(ownHold, func() { kafkatest.Heartbeat848(t, cl, group, "i", topic, m, -2); close(left) })
 				ours = append(ours, m)
 			case tc.ourLeft:
-				m := join848(t, cl, group, "i", topic)
-				heartbeat848(t, cl, group, "i", topic, m, -2)
+				m := kafkatest.Join848(t, cl, group, "i", topic)
+				kafkatest.Heartbeat848(t, cl, group, "i", topic, m, -2)
 				ours = append(ours, m)
 			case tc.holder:
-				join848(t, cl, group, "i", topic)
+				kafkatest.Join848(t, cl, group, "i", topic)
 			}
 			if tc.takeAt > 0 {
 				joined := make(chan struct{})
 				defer func() { <-joined }()
-				time.AfterFunc(tc.takeAt, func() { join848(t, cl, group, "i", topic); close(joined) })
+				time.AfterFunc(tc.takeAt, func() { kafkatest.Join848(t, cl, group, "i", topic); close(joined) })
 			}
 			cfg := Config{Brokers: c.Brokers, Group: group, InstanceID: "i", GroupProtocol: tc.protocol}
 			start := time.Now()
@@ -94,49 +92,6 @@ func TestYieldToSuccessor848(t *testing.T) {
 				t.Errorf("YieldToSuccessor returned after %v, want %v to %v", took.Round(time.Millisecond), tc.minWait, tc.maxWait)
 			}
 		})
-	}
-}
-
-// join848 joins group with a raw KIP-848 heartbeat as a static member of
-// instance and returns its member ID. It sends no more heartbeats: the
-// member stays for the group's session timeout (45s by default).
-func join848(t *testing.T, cl *kgo.Client, group, instance, topic string) string {
-	id := make([]byte, 16)
-	_, _ = rand.Read(id)
-	member := base64.RawURLEncoding.EncodeToString(id)
-	heartbeat848(t, cl, group, instance, topic, member, 0)
-	return member
-}
-
-// heartbeat848 sends one raw KIP-848 heartbeat at epoch (0 joins, -2 is a
-// static member's leave), retried while refused for a retriable reason or
-// because another member holds the instance ID.
-func heartbeat848(t *testing.T, cl *kgo.Client, group, instance, topic, member string, epoch int32) {
-	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	req.Group, req.MemberID, req.MemberEpoch = group, member, epoch
-	req.InstanceID = kmsg.StringPtr(instance)
-	req.RebalanceTimeoutMillis = 10_000
-	req.SubscribedTopicNames = []string{topic}
-	req.ServerAssignor = kmsg.StringPtr("uniform")
-	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		resp, err := req.RequestWith(ctx, cl)
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-		}
-		if err == nil {
-			return
-		}
-		// A fresh cluster creates __consumer_offsets on the first
-		// request; a held instance ID is free once its member's session
-		// ends (a join timed for then may come a little early).
-		if !(kerr.IsRetriable(err) || errors.Is(err, kerr.UnreleasedInstanceID)) || ctx.Err() != nil {
-			t.Errorf("%s: heartbeat at epoch %d to %s: %v", instance, epoch, group, err)
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -156,7 +111,7 @@ func TestEveryLossReported848(t *testing.T) {
 	group := kafkatest.Name(t, "g")
 	c.ConsumerGroupTimeouts(t, group, 2*time.Second, 200*time.Millisecond)
 	cl := c.Client(t)
-	join848(t, cl, group, "i", topic) // a crashed predecessor: no more heartbeats
+	kafkatest.Join848(t, cl, group, "i", topic) // a crashed predecessor: no more heartbeats
 
 	var losses atomic.Int32
 	cfg := consumerConfig(c, group, "i", topic)
