@@ -185,8 +185,9 @@ func TestLostMemberYieldsToNewerProcess(t *testing.T) {
 // not take the client's own live member for one a closed client left
 // behind and wait for it to expire: from 5152757 until this test, every
 // such blip (a node fault, a network hiccup) took the holder out of its
-// group for a session timeout and a grace. The member must stay, and the
-// work finish exactly once.
+// group for a session timeout and a grace. On kfake the member must stay;
+// Kafka refuses a static member's rejoin in place, so there the holder
+// must rejoin once its member expired. The work finishes exactly once.
 func TestShortCutKeepsTheMember(t *testing.T) {
 	if !kafkatest.Consumer848() {
 		t.Skip("the consumer protocol's rule: ONCEFLOW_GROUP_PROTOCOL=consumer")
@@ -201,9 +202,17 @@ func TestShortCutKeepsTheMember(t *testing.T) {
 		cut.Cut()
 		waitSignal(t, lost[0], "the cut-off holder's client did not lose its partitions")
 		cut.Heal()
-		// The session is 6s (newPipeline): an expiry shows within 8s.
-		for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-			require.Equal(t, member, pl.holder(t, "i1"), "the holder's member left the group after a cut shorter than its session")
+		if kafkatest.Real() {
+			// Kafka 4.4.0 refuses the rejoin in place
+			// (UNRELEASED_INSTANCE_ID: the ID is "owned by" the same
+			// member): the client joins anew once its member expired.
+			require.Eventually(t, func() bool { return pl.holder(t, "i1") != "" }, 30*time.Second, 100*time.Millisecond,
+				"the holder did not rejoin after the cut")
+		} else {
+			// The session is 6s (newPipeline): an expiry shows within 8s.
+			for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				require.Equal(t, member, pl.holder(t, "i1"), "the holder's member left the group after a cut shorter than its session")
+			}
 		}
 		pl.finishSecondHalf(t, holder)
 	})

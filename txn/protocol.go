@@ -334,7 +334,8 @@ func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time
 // the group kept (the client lost its partitions to failed heartbeats, a
 // network blip shorter than the session, or to a fenced member epoch) is
 // the client's own, not one a closed client left behind: it returns nil
-// at once, and franz-go rejoins under it in place.
+// at once, and franz-go rejoins (Kafka 4.4.0 refuses a static member's
+// rejoin under the same member ID until that member expires).
 func YieldOnLost(ctx context.Context, cl *kgo.Client, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
 	if cfg.GroupProtocol != GroupProtocolConsumer || len(ours) == 0 {
 		return nil
