@@ -174,11 +174,12 @@ func TestIdleHolderYieldsToNewerProcess(t *testing.T) {
 
 // TestRejoinedHolderYieldsAtOnce: a holder expelled while a newer process
 // waits for its instance ID, whose retry comes too late (here it is cut
-// off), rejoins under a new member ID after its grace (the soak's
-// w179#332). Joining, it must check its claim at once, find the newer
-// one's and yield; the newer one, back within the rebuild's grace, takes
-// the ID. The holder's periodic check is set to an hour, so only the
-// check at the join can find the newer claim.
+// off), rejoins after its grace (the soak's w179#332); cut off, not
+// paused, it keeps its member ID, so only the loss tells that it rejoined.
+// After the loss it must check its claim at once, find the newer one's
+// and yield; the newer one, back within the rebuild's grace, takes the
+// ID. The holder's periodic check is set to an hour, so only the check
+// after the loss can find the newer claim.
 func TestRejoinedHolderYieldsAtOnce(t *testing.T) {
 	if !kafkatest.Consumer848() {
 		t.Skip("the consumer protocol's rule: ONCEFLOW_GROUP_PROTOCOL=consumer")
