@@ -36,7 +36,7 @@ func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 	sent := make(map[tp]bool, len(plans))
 	spanCtx, span := l.startCommit(ctx)
 	res := l.endTxn(spanCtx, offsetsFrom(plans, sent), overlap && l.canOverlap())
-	endCommit(span, res.committed, res.err)
+	endCommit(span, res.committed, sent, res.err)
 	switch {
 	case res.err != nil:
 		return res.err

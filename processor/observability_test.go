@@ -217,6 +217,7 @@ func TestTracePropagation(t *testing.T) {
 
 		handles, commits := 0, 0
 		var handle sdktrace.ReadOnlySpan
+		committedParts := map[string]bool{} // named by the committed transactions' spans
 		for _, s := range sr.Ended() {
 			switch s.Name() {
 			case "onceflow.handle":
@@ -226,12 +227,21 @@ func TestTracePropagation(t *testing.T) {
 				}
 			case "onceflow.commit":
 				commits++
+				for _, a := range s.Attributes() {
+					if a.Key == "onceflow.committed_partitions" {
+						for _, p := range a.Value.AsStringSlice() {
+							committedParts[p] = true
+						}
+					}
+				}
 			}
 		}
 		require.NotNil(t, handle, "handle span of the traced record not recorded")
 		require.Equal(t, in.SpanID(), handle.Parent().SpanID(), "handle span is a child of the producer's span")
 		require.GreaterOrEqual(t, handles, pl.inputs)
 		require.Positive(t, commits)
+		require.Equal(t, map[string]bool{pl.in + "/0": true, pl.in + "/1": true}, committedParts,
+			"the commit spans name the input partitions they committed")
 		attrs := map[string]string{}
 		for _, a := range handle.Attributes() {
 			attrs[string(a.Key)] = a.Value.Emit()

@@ -2,6 +2,8 @@ package processor
 
 import (
 	"context"
+	"slices"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/attribute"
@@ -117,11 +119,22 @@ func (l *lifetime) startCommit(ctx context.Context) (context.Context, trace.Span
 	))
 }
 
-func endCommit(span trace.Span, committed bool, err error) {
+// endCommit records the outcome and, for a committed transaction, the input
+// partitions whose offsets it committed ("topic/partition"), which tells
+// how long each partition went between commits.
+func endCommit(span trace.Span, committed bool, sent map[tp]bool, err error) {
 	if span == nil {
 		return
 	}
 	span.SetAttributes(attribute.Bool("onceflow.committed", committed))
+	if committed && span.IsRecording() {
+		parts := make([]string, 0, len(sent))
+		for k := range sent {
+			parts = append(parts, k.topic+"/"+strconv.Itoa(int(k.partition)))
+		}
+		slices.Sort(parts)
+		span.SetAttributes(attribute.StringSlice("onceflow.committed_partitions", parts))
+	}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "commit failed")
