@@ -305,8 +305,12 @@ const (
 	// partitions incrementally, and members that keep their partitions
 	// never stop for a rebalance. Needs Kafka 4.0+ with the consumer
 	// protocol enabled (group.coordinator.rebalance.protocols, which
-	// includes it by default); 4.3+ recommended (before it an offset
-	// commit can race a member epoch bump and abort a transaction). On a
+	// includes it by default); 4.3+ recommended: before it (4.2.0 and
+	// kfake alike) a transactional offset commit must carry the member's
+	// current epoch, so a transaction whose end crosses the reassignment of
+	// another of the member's partitions aborts and is redone; 4.3.0 takes
+	// the older epoch for the partitions kept (KIP-1251;
+	// integration/TestCoordinator848TxnCommitAtOlderEpoch). On a
 	// broker without it Run fails at start with an error matching
 	// ErrGroupProtocolUnsupported. Static membership differs: the first
 	// holder of an instance ID keeps it until it leaves or its session
