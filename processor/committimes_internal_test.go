@@ -18,8 +18,11 @@ func TestLoopCommitTimes(t *testing.T) {
 	s := h.p.Stats()
 	require.Equal(t, int64(1), s.Commits)
 	require.GreaterOrEqual(t, s.CommitTimeMedian, 20*time.Millisecond)
-	require.Equal(t, s.CommitTime, s.CommitTimeMax, "one commit: its round trip is the total")
-	require.Equal(t, s.CommitTimeMax, s.CommitTimeMedian)
+	require.Equal(t, s.CommitTime, s.CommitTimeMax, "one commit: its round trip is the total (both exact)")
+	// The median comes from the histogram: to about 1% (Stats' doc), and
+	// never above the max.
+	require.LessOrEqual(t, s.CommitTimeMedian, s.CommitTimeMax)
+	require.InEpsilon(t, float64(s.CommitTimeMax), float64(s.CommitTimeMedian), 0.01)
 
 	h.intake(records(10, 20, 2)...)
 	h.settle(h.idle)

@@ -25,6 +25,9 @@ func TestRecorder(t *testing.T) {
 	}{
 		{name: "nothing recorded"},
 		{"one", []time.Duration{ms(18)}, ms(18), ms(18), ms(18)},
+		// Its microseconds are its bucket's upper end: truncated to them, the
+		// median fell below the max (issue 31).
+		{"one, not a whole microsecond", []time.Duration{20479561}, 20479561, 20479561, 20479561},
 		{"eleven, unsorted", []time.Duration{ms(20), ms(10), ms(15), ms(11), ms(19), ms(12), ms(18), ms(13), ms(17), ms(14), ms(16)}, ms(15), ms(20), ms(20)},
 		{"1 to 100 ms", oneToHundred, ms(50), ms(99), ms(100)},
 		{"a slow one moves the mean, not the median", append(slices.Repeat([]time.Duration{ms(10)}, 99), 10*time.Second), ms(10), ms(10), 10 * time.Second},
@@ -53,6 +56,9 @@ func TestRecorder(t *testing.T) {
 			require.InEpsilon(t, float64(tc.p50), float64(p50), 0.01, "median %v", p50)
 			require.InEpsilon(t, float64(tc.p99), float64(p99), 0.01, "p99 %v", p99)
 			require.LessOrEqual(t, p50, p99)
+			if len(tc.in) == 1 && tc.longest <= highest {
+				require.Equal(t, longest, p50, "one duration in range is its own median")
+			}
 			require.LessOrEqual(t, p99, longest)
 		})
 	}
