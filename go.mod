@@ -68,5 +68,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
-
-replace github.com/twmb/franz-go => ./third_party/franz-go

@@ -93,6 +93,7 @@ func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, 
 	if err := l.txn.produce(it.outputs, it.dlq); err != nil {
 		return false, err
 	}
+	l.txn.holds(p)
 	for _, k := range p.keyspaces {
 		k.produce(l.txn, it, false)
 	}
@@ -120,6 +121,7 @@ func (l *lifetime) checkStuck(ctx context.Context) error {
 			if err := l.txn.produce(nil, dlq); err != nil {
 				return err
 			}
+			l.txn.holds(p)
 			for _, k := range p.keyspaces {
 				k.produce(l.txn, it, true)
 			}

@@ -23,25 +23,26 @@ type claimCheck struct {
 	at     time.Time // the last check, or the last loop step in a transaction
 }
 
-// claimID, under the consumer protocol, initializes the client's
-// transactional producer before the member joins, and arms the checks of
-// that claim (recheckClaim): the group gives a free instance ID to
-// whichever waiting process asks first, the transaction coordinator
-// orders their claims. Neither step stops the lifetime when the brokers
-// cannot answer: the producer then initializes at the first transaction,
-// as under classic, and the processes are left unordered.
+// claimID initializes the session's transactional producers before the
+// member joins (aborting what a predecessor left open, fencing it), and,
+// under the consumer protocol, arms the checks of that claim
+// (recheckClaim): the group gives a free instance ID to whichever waiting
+// process asks first, the transaction coordinator orders their claims.
+// Neither step stops the lifetime when the brokers cannot answer: the
+// producers then initialize at their first transactions, and the
+// processes are left unordered.
 func (l *lifetime) claimID(ctx context.Context, s *txn.Session) {
-	if l.cfg.groupProtocol != GroupProtocolConsumer {
-		return
-	}
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.txnTimeout)
 	err := s.Claim(cctx)
 	cancel()
 	if err != nil {
-		l.cfg.logger.Warn("could not initialize the transactional producer before joining; processes with this instance ID are not ordered", "err", err)
+		l.cfg.logger.Warn("could not initialize the transactional producers before joining; processes with this instance ID are not ordered",
+			"group", l.cfg.group, "instance", l.cfg.instanceID, "brokers", l.cfg.brokers, "err", err)
 		return
 	}
-	l.claim = &claimCheck{s: s}
+	if l.cfg.groupProtocol == GroupProtocolConsumer {
+		l.claim = &claimCheck{s: s}
+	}
 }
 
 // recheckClaim yields the instance ID (a ClassReset error) when a newer
@@ -66,7 +67,7 @@ func (l *lifetime) recheckClaim(ctx context.Context) error {
 	switch {
 	case epoch <= 0:
 		return nil
-	case same && l.s.InTxn():
+	case same && l.c.inTxn():
 		c.at = l.now
 		return nil
 	case same && l.now.Sub(c.at) < every:

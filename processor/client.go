@@ -10,18 +10,33 @@ import (
 	"github.com/onceflow/onceflow/txn"
 )
 
-// txnClient is what the loop needs of its transactional client: a
+// txnClient is what the loop needs of its transactional session: a
 // txn.Session in production (sessionClient), a fake in the loop's
-// broker-free tests (loop_internal_test.go).
+// broker-free tests (fakeclient_internal_test.go).
 type txnClient interface {
 	// Poll fetches up to maxRecords; rebalances wait for AllowRebalance.
 	Poll(ctx context.Context, maxRecords int) kgo.Fetches
 	AllowRebalance()
 	PauseFetchPartitions(map[string][]int32)
 	ResumeFetchPartitions(map[string][]int32)
+	// Rewind moves consumption back to the last committed offsets;
+	// RewindPartitions only some partitions' (nil: all).
+	Rewind()
+	RewindPartitions(map[string][]int32)
 
-	InTxn() bool
-	Begin() error
+	// Pipeline is how many transactions may be open at once.
+	Pipeline() int
+	// Begin opens a transaction on the ring's next producer.
+	Begin() (txnHandle, error)
+
+	// CheckFenced classifies errors seen outside a commit.
+	CheckFenced(ctx context.Context, op string, err error) *txn.Error
+	// CheckReplaced judges UNRELEASED_INSTANCE_ID (KIP-848).
+	CheckReplaced(ctx context.Context, now time.Time, op string, err error, ours []string, w *txn.HolderWait) *txn.Error
+}
+
+// txnHandle is one open transaction (a txn.Txn).
+type txnHandle interface {
 	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
 	// Flush waits until every produced record is acknowledged or failed.
 	Flush(ctx context.Context) error
@@ -29,18 +44,20 @@ type txnClient interface {
 	// the transaction; false: aborted, rewind and go on.
 	Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error)
 	Abort(ctx context.Context) error
-
-	// FlushFailed and CheckFenced classify errors seen outside Commit.
+	// FlushFailed classifies a failed Flush.
 	FlushFailed(ctx context.Context, err error) *txn.Error
-	CheckFenced(ctx context.Context, op string, err error) *txn.Error
-	// CheckReplaced judges UNRELEASED_INSTANCE_ID (KIP-848).
-	CheckReplaced(ctx context.Context, now time.Time, op string, err error, ours []string, w *txn.HolderWait) *txn.Error
 }
 
 // sessionClient is a txn.Session as the loop's client.
 type sessionClient struct{ *txn.Session }
 
-func (c sessionClient) Flush(ctx context.Context) error { return c.Client().Flush(ctx) }
+func (c sessionClient) Begin() (txnHandle, error) {
+	t, err := c.Session.Begin()
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
 
 func (c sessionClient) PauseFetchPartitions(m map[string][]int32) { c.Client().PauseFetchPartitions(m) }
 

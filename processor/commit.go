@@ -8,23 +8,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
-	"github.com/onceflow/onceflow/txn"
 )
 
-// commit ends the open transaction with the offsets of the lowest
-// unfinished records and, in the metadata, the finished records above them.
-// With overlap, the loop goes on admitting and dispatching while the
-// transaction ends (see endTxn); the caller then opens the next one
-// (transaction.open).
-func (l *lifetime) commit(ctx context.Context, overlap bool) error {
-	if !l.s.InTxn() {
-		return nil
+// startCommit starts the end of the open transaction, with the offsets of
+// the lowest unfinished records and, in the metadata, the finished records
+// above them, and opens the next one. The loop goes on while it ends
+// (takeCommit collects the result), unless it must wait (commit). A
+// transaction that holds work of a partition revoked or lost since is
+// aborted instead.
+func (l *lifetime) startCommit(ctx context.Context) error {
+	if l.txn.stale(l.parts) {
+		l.cfg.logger.Info("transaction holds work of partitions revoked or lost since; aborting it and redoing from the last commit")
+		return l.abortAll(ctx, "partitions revoked")
 	}
 	began := time.Now()
 	l.p.metrics.observeCommitStart(began)
-	// The transaction's end, committed or not, closes the gate for the
-	// next one.
-	defer l.txn.gate.reset()
 	plans := make(map[tp]commitPlan, len(l.parts))
 	for k, p := range l.parts {
 		base, done := p.commitPoint()
@@ -33,21 +31,49 @@ func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 	for _, ks := range l.keyspaces {
 		ks.planned(l.txn, l.parts, plans) // before the flush, which must cover them
 	}
-	sent := make(map[tp]bool, len(plans))
-	spanCtx, span := l.startCommit(ctx)
-	res := l.endTxn(spanCtx, offsetsFrom(plans, sent), overlap && l.canOverlap())
-	endCommit(span, res.committed, sent, res.err)
+	e := &ending{plans: plans, sent: make(map[tp]bool, len(plans)), began: began}
+	var spanCtx context.Context
+	spanCtx, e.span = l.startCommitSpan(ctx)
+	l.c.start(spanCtx, e, offsetsFrom(plans, e.sent))
+	l.txn = l.c.open
+	l.p.metrics.setInFlight(l.c)
+	return nil
+}
+
+// commit commits the open transaction and waits for the end: at a
+// rebalance, at shutdown, and when transactions must not overlap
+// (canOverlap). An end already running is collected first.
+func (l *lifetime) commit(ctx context.Context) error {
+	if err := l.takeCommit(ctx, true); err != nil {
+		return err
+	}
+	if !l.txn.used {
+		l.ended()
+		return nil
+	}
+	if err := l.startCommit(ctx); err != nil {
+		return err
+	}
+	return l.takeCommit(ctx, true)
+}
+
+// takeCommit collects a finished end (waiting for it if wait): a commit
+// is applied, an abort rewinds.
+func (l *lifetime) takeCommit(ctx context.Context, wait bool) error {
+	e, res := l.c.result(wait)
+	if e == nil {
+		return nil
+	}
+	l.p.metrics.setInFlight(l.c)
+	endCommit(e.span, res.committed, e.sent, res.err)
 	switch {
 	case res.err != nil:
 		return res.err
 	case res.produceFailed:
-		l.rewindAll()
-		return nil
+		return l.abortAll(ctx, "produce failed")
 	case !res.committed:
-		l.p.stats.aborts.Add(1)
 		l.cfg.logger.Info("transaction aborted (group rebalanced or commit refused); redoing from the last commit")
-		l.rewindAll()
-		return nil
+		return l.abortAll(ctx, "rebalance or refused commit")
 	}
 	if h := l.p.hooks.afterEndTxn; h != nil {
 		if err := h(pendingStateWrites(l.parts)); err != nil {
@@ -55,22 +81,38 @@ func (l *lifetime) commit(ctx context.Context, overlap bool) error {
 		}
 	}
 	for _, ks := range l.keyspaces {
-		if err := ks.apply(l.txn, l.parts); err != nil {
+		if err := ks.apply(e.t, l.parts); err != nil {
 			return err
 		}
 	}
-	for k := range sent {
+	for k := range e.sent {
 		p := l.parts[k]
-		pl := plans[k]
+		if p == nil {
+			continue // revoked while it ended; nothing of it was admitted since
+		}
+		pl := e.plans[k]
 		l.cfg.logger.Debug("committed partition", "topic", k.topic, "partition", k.partition, "offset", pl.base, "done", pl.done)
 		p.committed, p.committedDone = pl.base, pl.done
 		p.doneSinceCommit -= pl.doneBefore // what finished while it ended belongs to the next
 	}
-	took := time.Since(began)
+	took := time.Since(e.began)
 	l.p.stats.commits.Record(took)
-	l.txn.settle(&l.p.stats)
+	e.t.settle(&l.p.stats)
 	l.cfg.logger.Debug("committed", "took", took)
+	l.ended()
 	return nil
+}
+
+// ended is the step after a commit, an abort's rewind or a due commit
+// with nothing to commit: the schedule starts over, a rebalance waiting
+// for the commit may run, the gauges are published.
+func (l *lifetime) ended() {
+	l.sched.ended(time.Now(), l.saturated)
+	l.p.metrics.setCommitFloor(l.sched.floor)
+	l.saturated = false
+	l.group.rebalanceWanted.Store(false)
+	l.s.AllowRebalance()
+	l.publish()
 }
 
 // offsetsFrom returns the rewrite of the transaction's offset commit, which
@@ -128,88 +170,28 @@ type commitPlan struct {
 	doneBefore int // the partition's doneSinceCommit when planned
 }
 
-// canOverlap reports whether the loop may go on while a transaction ends.
-// Keyspaces' changelog writes are applied to the local stores per
-// transaction, so with any keyspace the loop waits.
+// canOverlap reports whether the loop may admit finished work into the
+// next transaction while one ends. Keyspaces' changelog writes are applied
+// to the local stores per transaction, in commit order, from what the
+// partitions hold: with any keyspace the loop admits nothing until the
+// end is over.
 func (l *lifetime) canOverlap() bool {
 	return len(l.keyspaces) == 0 && l.p.hooks.afterEndTxn == nil
 }
 
-// endResult is how a transaction's end went: committed, aborted by the
-// group (neither flag), or aborted because a produce failed.
-type endResult struct {
-	committed, produceFailed bool
-	err                      error
-}
-
-// endTxn ends the transaction. With overlap the loop goes on meanwhile
-// without touching the client, which allows no poll or produce until the
-// transaction has ended: finished records are admitted into the next
-// transaction (their records held until it opens), held completions taken,
-// and freed window room refilled from records already fetched, so that
-// handlers keep working through the flush and the commit's round trips.
-func (l *lifetime) endTxn(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error, overlap bool) endResult {
-	if !overlap {
-		return l.end(ctx, rewrite)
+// abortAll aborts the open transaction too (an abort cascades), rewinds
+// the consumer and drops everything after the last commit.
+func (l *lifetime) abortAll(ctx context.Context, reason string) error {
+	l.p.stats.aborts.Add(1)
+	if err := l.c.abortOpen(ctx); err != nil {
+		return err
 	}
-	done := make(chan endResult, 1)
-	l.txn.close()
-	go func() { done <- l.end(ctx, rewrite) }()
-	var loopErr error
-	for {
-		select {
-		case r := <-done:
-			if loopErr != nil {
-				return endResult{err: loopErr}
-			}
-			return r
-		case <-l.r.comps.wake:
-		}
-		if loopErr != nil {
-			continue // wait for the end before the lifetime stops
-		}
-		l.now = l.cfg.clock.Now()
-		if loopErr = l.drain(ctx); loopErr == nil {
-			loopErr = l.checkStuck(ctx)
-		}
-	}
-}
-
-// end sends what the gate holds, flushes and commits. It touches only the
-// client, the gate and the transaction's produce error, so it may run
-// beside the loop (see endTxn). The flush comes first: a record that failed
-// must be seen before the offsets of its input are committed, or the input
-// would be lost. A zombie's flush can time out too: it must stop, not
-// rebuild and take its instance ID back (finding 6), which FlushFailed
-// decides.
-func (l *lifetime) end(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error) endResult {
-	fctx, cancel := context.WithTimeout(l.produceCtx, l.cfg.txnTimeout)
-	defer cancel()
-	if err := l.txn.gate.releaseForCommit(fctx); err != nil {
-		return endResult{err: l.s.FlushFailed(ctx, err)}
-	}
-	if err := l.s.Flush(fctx); err != nil {
-		return endResult{err: l.s.FlushFailed(ctx, err)}
-	}
-	if perr := l.txn.takeProduceErr(); perr != nil {
-		l.cfg.logger.Warn("a produce failed; aborting the transaction", "err", perr)
-		if err := l.s.Abort(ctx); err != nil {
-			return endResult{err: err}
-		}
-		if e := l.s.CheckFenced(ctx, "produce", perr); e.Class != txn.ClassAbortable {
-			return endResult{err: e}
-		}
-		return endResult{produceFailed: true}
-	}
-	start := time.Now()
-	// Bounded: after this member was expelled (a stall past the session
-	// timeout), End waits for a heartbeat that the blocked group loop never
-	// serves. A timeout is an unknown outcome: rebuild and re-read.
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.txnTimeout)
-	defer cancel()
-	committed, err := l.s.Commit(cctx, rewrite)
-	l.p.metrics.observeCommit(time.Since(start))
-	return endResult{committed: committed, err: err}
+	l.txn = l.c.open
+	l.s.Rewind()
+	l.rewindAll()
+	l.cfg.logger.Debug("rewound after an abort", "reason", reason)
+	l.ended()
+	return nil
 }
 
 // rewindAll drops everything after the last commit: the transaction was
@@ -224,7 +206,6 @@ func (l *lifetime) rewindAll() {
 		p.gen.Store(0)
 		l.parts[k] = np
 	}
-	l.txn.discard()
 	l.p.stats.reprocessed.Add(redo)
 }
 

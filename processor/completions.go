@@ -38,6 +38,16 @@ func (q *completionQueue) push(it *item) {
 	q.wakePoll()
 }
 
+// notify wakes the loop wherever it waits, for news other than
+// completions (a transaction's end, its gate).
+func (q *completionQueue) notify() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	q.wakePoll()
+}
+
 // wakePoll interrupts the loop's poll, if it is polling. The first caller
 // takes the wake, so a burst of completions cancels the poll once.
 func (q *completionQueue) wakePoll() {

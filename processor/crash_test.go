@@ -218,9 +218,9 @@ func TestShortCutKeepsTheMember(t *testing.T) {
 	})
 }
 
-// lostMsg is franz-go's log line (at info) when the client loses its
+// lostMsg is the processor's log line (at info) when the client loses its
 // partitions (OnPartitionsLost).
-const lostMsg = "transact session in on_lost"
+const lostMsg = "partitions lost: the group expelled or fenced this member, or its heartbeats failed"
 
 // TestDuplicateInstance: a second process starts with the instance ID of a
 // live one (a misconfiguration, or a replacement started while the first

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -12,31 +13,46 @@ import (
 )
 
 // fakeClient is the loop's client without a broker: Poll returns the
-// fetches a test queued, produced records wait for Flush, and Commit keeps
-// the offsets the loop's rewrite put into the request.
+// fetches a test queued, produced records wait for their transaction's
+// Flush, and Commit keeps the offsets the loop's rewrite put into the
+// request.
 type fakeClient struct {
-	mu      sync.Mutex
-	fetches []kgo.Fetches
-	polled  chan struct{} // signaled when Poll waits with nothing queued
+	mu       sync.Mutex
+	fetches  []kgo.Fetches
+	polled   chan struct{} // signaled when Poll waits with nothing queued
+	pipeline int
 
-	inTxn    bool
-	open     []produced // the open transaction's records
-	promised []produced // produced, promise not yet called
+	open map[*fakeTxn]bool // begun, not ended
 
 	// abortNext makes the next Commit abort (a rebalance or a refused
 	// offset commit); failNext fails the next produced record; a Commit
 	// waits for ending, when set, before it ends the transaction; the
 	// next Flush waits for flushing, when set.
-	abortNext bool
-	failNext  error
-	ending    chan struct{}
-	flushing  chan struct{}
+	abortNext   bool
+	failNext    error
+	ending      chan struct{}
+	flushing    chan struct{}
+	commitDelay time.Duration // each Commit's offset commit and EndTxn
 
-	outputs []*kgo.Record // records of committed transactions, in produce order
+	outputs []*kgo.Record // records of committed transactions, in commit order
 	offsets map[tp]kmsg.TxnOffsetCommitRequestTopicPartition
-	commits int
-	aborts  int
-	paused  map[tp]bool
+	// violations are what the pipeline's invariants forbid, as the fake
+	// saw them: a record produced while another transaction's records
+	// were unacknowledged (they could reach a partition out of order), a
+	// commit started while another was still committing.
+	violations []string
+	committing bool
+	commits    int
+	aborts     int
+	rewinds    int
+	paused     map[tp]bool
+}
+
+// fakeTxn is one transaction of a fakeClient.
+type fakeTxn struct {
+	c        *fakeClient
+	records  []produced // in produce order
+	promised []produced // produced, promise not yet called
 }
 
 type produced struct {
@@ -46,7 +62,8 @@ type produced struct {
 }
 
 func newFakeClient() *fakeClient {
-	return &fakeClient{polled: make(chan struct{}, 1), offsets: make(map[tp]kmsg.TxnOffsetCommitRequestTopicPartition), paused: make(map[tp]bool)}
+	return &fakeClient{polled: make(chan struct{}, 1), pipeline: defaultPipeline, open: make(map[*fakeTxn]bool),
+		offsets: make(map[tp]kmsg.TxnOffsetCommitRequestTopicPartition), paused: make(map[tp]bool)}
 }
 
 // fetch queues records of one partition for the next Poll.
@@ -102,23 +119,51 @@ func (c *fakeClient) isPaused(topic string, partition int32) bool {
 	return c.paused[tp{topic, partition}]
 }
 
-func (c *fakeClient) InTxn() bool { return c.inTxn }
+func (c *fakeClient) Pipeline() int { return c.pipeline }
 
-func (c *fakeClient) Begin() error {
-	c.inTxn = true
-	return nil
+func (c *fakeClient) Rewind() { c.RewindPartitions(nil) }
+
+func (c *fakeClient) RewindPartitions(map[string][]int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rewinds++
 }
 
-func (c *fakeClient) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+// inTxn reports whether a transaction is open.
+func (c *fakeClient) inTxn() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.open) > 0
+}
+
+func (c *fakeClient) Begin() (txnHandle, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.open) >= c.pipeline {
+		return nil, txn.ErrPipelineFull
+	}
+	t := &fakeTxn{c: c}
+	c.open[t] = true
+	return t, nil
+}
+
+func (t *fakeTxn) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	c := t.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := produced{r: r, promise: promise, err: c.failNext}
 	c.failNext = nil
-	c.open = append(c.open, p)
-	c.promised = append(c.promised, p)
+	for o := range c.open {
+		if o != t && len(o.promised) > 0 {
+			c.violations = append(c.violations, fmt.Sprintf("%q produced while another transaction had %d records unacknowledged", r.Value, len(o.promised)))
+		}
+	}
+	t.records = append(t.records, p)
+	t.promised = append(t.promised, p)
 }
 
-func (c *fakeClient) Flush(context.Context) error {
+func (t *fakeTxn) Flush(context.Context) error {
+	c := t.c
 	c.mu.Lock()
 	if hold := c.flushing; hold != nil {
 		c.flushing = nil
@@ -126,19 +171,33 @@ func (c *fakeClient) Flush(context.Context) error {
 		<-hold
 		c.mu.Lock()
 	}
-	ps := c.promised
-	c.promised = nil
+	ps := t.promised
 	c.mu.Unlock()
 	for _, p := range ps {
 		if p.promise != nil {
 			p.promise(p.r, p.err)
 		}
 	}
+	c.mu.Lock()
+	t.promised = t.promised[len(ps):] // acknowledged only now
+	c.mu.Unlock()
 	return nil
 }
 
-func (c *fakeClient) Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error) {
-	if err := c.Flush(ctx); err != nil {
+func (t *fakeTxn) Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error) {
+	c := t.c
+	c.mu.Lock()
+	if c.committing {
+		c.violations = append(c.violations, "a commit started while another was committing")
+	}
+	c.committing = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.committing = false
+		c.mu.Unlock()
+	}()
+	if err := t.Flush(ctx); err != nil {
 		return false, err
 	}
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
@@ -148,38 +207,37 @@ func (c *fakeClient) Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCom
 	if c.ending != nil {
 		<-c.ending
 	}
+	time.Sleep(c.commitDelay)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.inTxn = false
-	open := c.open
-	c.open = nil
+	delete(c.open, t)
 	if c.abortNext {
 		c.abortNext = false
 		c.aborts++
 		return false, nil
 	}
-	for _, p := range open {
+	for _, p := range t.records {
 		c.outputs = append(c.outputs, p.r)
 	}
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			c.offsets[tp{t.Topic, p.Partition}] = p
+	for _, tt := range req.Topics {
+		for _, p := range tt.Partitions {
+			c.offsets[tp{tt.Topic, p.Partition}] = p
 		}
 	}
 	c.commits++
 	return true, nil
 }
 
-func (c *fakeClient) Abort(context.Context) error {
+func (t *fakeTxn) Abort(context.Context) error {
+	c := t.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.inTxn = false
-	c.open = nil
+	delete(c.open, t)
 	c.aborts++
 	return nil
 }
 
-func (c *fakeClient) FlushFailed(_ context.Context, err error) *txn.Error {
+func (t *fakeTxn) FlushFailed(_ context.Context, err error) *txn.Error {
 	return &txn.Error{Class: txn.ClassReset, Op: "flush", Err: err}
 }
 

@@ -81,6 +81,17 @@ func (g *groupEvents) update(k tp, fn func(served committedInfo, ok bool) (commi
 	return replace
 }
 
+// assignedList returns the assigned partitions.
+func (g *groupEvents) assignedList() []tp {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]tp, 0, len(g.assigned))
+	for k := range g.assigned {
+		out = append(out, k)
+	}
+	return out
+}
+
 func (g *groupEvents) assignedCount() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -116,6 +127,7 @@ func (g *groupEvents) onRevoked(_ context.Context, _ *kgo.Client, revoked map[st
 // one takes it.
 func (g *groupEvents) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 	g.losses.Add(1)
+	g.log.Info(lostMsg, "partitions", lost)
 	g.onRevoked(ctx, cl, lost)
 	if g.yield == nil {
 		return
@@ -125,6 +137,9 @@ func (g *groupEvents) onLost(ctx context.Context, cl *kgo.Client, lost map[strin
 		g.wake()
 	}
 }
+
+// lostMsg is the log line of a loss (at Info).
+const lostMsg = "partitions lost: the group expelled or fenced this member, or its heartbeats failed"
 
 func (g *groupEvents) onRebalanceWanted(context.Context, *kgo.Client) {
 	g.rebalanceWanted.Store(true)
@@ -231,25 +246,45 @@ func (l *lifetime) handleEvents(ctx context.Context) error {
 	}
 	if rebalanced {
 		l.p.stats.rebalances.Add(1)
-		l.cfg.logger.Debug("rebalanced", "in_txn", l.s.InTxn())
-	}
-	if rebalanced && !l.s.InTxn() {
-		// The session marks any rebalance so that the next commit
-		// aborts. Nothing is open: clear the mark with an empty abort
-		// (its rewind is harmless, refetched records are filtered).
-		return l.s.Abort(ctx)
+		l.cfg.logger.Debug("rebalanced", "in_txn", l.c.inTxn())
+		l.rewindUntracked()
 	}
 	return nil
+}
+
+// rewindUntracked rewinds the consumer's assigned partitions that the loop
+// does not track to their committed offsets. A poll may have returned
+// records of a partition assigned again (after a loss) into its old state,
+// which the revoke then dropped: the consumer's position is past them, and
+// without the rewind the new state would start after them, losing them.
+// Partitions the loop tracks keep their positions.
+func (l *lifetime) rewindUntracked() {
+	var untracked map[string][]int32
+	for _, k := range l.group.assignedList() {
+		if _, ok := l.parts[k]; ok {
+			continue
+		}
+		if untracked == nil {
+			untracked = make(map[string][]int32)
+		}
+		untracked[k.topic] = append(untracked[k.topic], k.partition)
+	}
+	if untracked != nil {
+		l.s.RewindPartitions(untracked)
+	}
 }
 
 // shutdown finishes in-flight records (bounded), commits and returns.
 func (l *lifetime) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.txnTimeout)
 	defer cancel()
-	if err := l.waitInFlight(ctx, ctx); err != nil {
-		return err
+	err := l.takeCommit(ctx, true)
+	if err == nil {
+		err = l.waitInFlight(ctx, ctx)
 	}
-	err := l.commit(ctx, false)
+	if err == nil {
+		err = l.commit(ctx)
+	}
 	l.publish()
 	if err != nil {
 		l.cfg.logger.Warn("final commit failed; the next start resumes from what is committed", "err", err)

@@ -29,7 +29,8 @@ type lifetime struct {
 	r     *run
 	cfg   *config
 	s     txnClient
-	txn   *transaction      // the open transaction
+	c     *committer        // the transactions: the open one and the one ending
+	txn   *transaction      // the open transaction (c.open)
 	group *groupEvents      // news from the group callbacks
 	parts map[tp]*partition // the assigned partitions the loop has seen records of
 	comps []*item           // reused by drain
@@ -68,19 +69,23 @@ func (r *run) runLifetime(ctx context.Context) error {
 	defer l.restores.close()
 	defer l.endYield()
 	cfg := l.cfg
-	// First, so that WithKgoOpts can override it: see backpressure.
-	clientOpts := append([]kgo.Opt{kgo.FetchMaxPartitionBytes(inputFetchBytes)}, cfg.clientOpts()...)
+	// See backpressure. (WithKgoOpts, in ClientOpts, go before it: a
+	// fetch bound of the user's is theirs to set on purpose, the
+	// processor's own options are appended after.)
+	consumerOpts := []kgo.Opt{kgo.FetchMaxPartitionBytes(inputFetchBytes)}
+	var producerOpts []kgo.Opt
 	if topics := cfg.changelogTopics(); len(topics) > 0 {
-		clientOpts = append(clientOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
+		producerOpts = append(producerOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
 	}
 	if p.metrics != nil {
 		// kprom registers the client's metrics when the client is
 		// created and unregisters them when it closes, so a rebuilt
-		// client takes over the same series.
-		clientOpts = append(clientOpts, kgo.WithHooks(p.metrics.kprom))
+		// client takes over the same series. The group member's
+		// client: its fetches, and its requests to the group.
+		consumerOpts = append(consumerOpts, kgo.WithHooks(p.metrics.kprom))
 	}
 	if cfg.groupProtocol == GroupProtocolConsumer {
-		clientOpts = append(clientOpts, kgo.WithHooks(classicJoinGuard{l.group}))
+		consumerOpts = append(consumerOpts, kgo.WithHooks(classicJoinGuard{l.group}))
 	}
 	s, err := txn.NewSession(txn.Config{
 		Brokers:            cfg.brokers,
@@ -92,24 +97,27 @@ func (r *run) runLifetime(ctx context.Context) error {
 		RebalanceTimeout:   cfg.rebalanceTimeout,
 		GroupProtocol:      cfg.groupProtocol,
 		Incarnation:        p.incarnation,
-		ClientOpts: append(append(clientOpts,
+		Pipeline:           cfg.pipeline,
+		ClientOpts:         cfg.clientOpts(),
+		ConsumerOpts: append(append(consumerOpts,
 			kgo.OnOffsetsFetched(l.group.onOffsetsFetched),
-			kgo.OnPartitionsRevoked(l.group.onRevoked),
-			kgo.OnPartitionsLost(l.group.onLost),
 			kgo.OnPartitionsCallbackBlocked(l.group.onRebalanceWanted),
 		), l.keyspaceOpts()...),
+		ProducerOpts: producerOpts,
+		OnRevoked:    l.group.onRevoked,
+		OnLost:       l.group.onLost,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
-	stopGate := l.connect(sessionClient{s})
+	closeCommitter := l.connect(sessionClient{s})
 	var refreshWG sync.WaitGroup
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
 	defer func() {
 		l.endYield()
 		stopRefresh()
 		refreshWG.Wait()
-		stopGate()
+		closeCommitter()
 		l.staleAll()
 		// The client may have rejoined under a new member ID that no
 		// assignment has reported yet (members records IDs as offsets
@@ -127,7 +135,16 @@ func (r *run) runLifetime(ctx context.Context) error {
 		return err
 	}
 	l.claimID(ctx, s)
-	return l.run(ctx)
+	err = l.run(ctx)
+	if err != nil {
+		// An end still running uses the clients: it ends before they
+		// close (closeCommitter), and its error, if any, is the
+		// lifetime's news too.
+		if e, res := l.c.result(true); e != nil && res.err != nil {
+			l.cfg.logger.Debug("a transaction's end failed as the lifetime ended", "err", res.err)
+		}
+	}
+	return err
 }
 
 // newLifetime builds a lifetime without its client (see connect).
@@ -158,16 +175,14 @@ func (l *lifetime) keyspaceOpts() []kgo.Opt {
 	return opts
 }
 
-// connect gives the lifetime its client. The returned func ends the open
-// gate's goroutines; call it before closing the client.
-func (l *lifetime) connect(s txnClient) (stop func()) {
+// connect gives the lifetime its client. The returned func waits for an
+// end still running and ends the gates' goroutines; call it before closing
+// the client.
+func (l *lifetime) connect(s txnClient) (closeCommitter func()) {
 	l.s = s
-	var stopGate context.CancelFunc
-	l.txn, stopGate = newTransaction(s, l.cfg, l.produceCtx, l.r.comps.wakePoll)
-	return func() {
-		stopGate()
-		l.txn.gate.wait()
-	}
+	l.c = newCommitter(s, l.cfg, l.p.metrics, l.produceCtx, l.r.comps.notify)
+	l.txn = l.c.open
+	return l.c.close
 }
 
 func (l *lifetime) run(ctx context.Context) error {
@@ -186,16 +201,25 @@ func (l *lifetime) run(ctx context.Context) error {
 		if err := l.recheckClaim(ctx); err != nil {
 			return err
 		}
+		if err := l.takeCommit(ctx, false); err != nil {
+			return err
+		}
 		if err := l.drain(ctx); err != nil {
 			return err
 		}
 		if err := l.checkStuck(ctx); err != nil {
 			return err
 		}
-		l.txn.gate.releaseIfReady()
+		if err := l.txn.gate.releaseIfReady(); err != nil {
+			return err
+		}
 		l.backpressure()
 		wantRebalance := l.group.rebalanceWanted.Load()
-		if !wantRebalance && !l.commitDue(time.Now()) {
+		if l.c.ending != nil || !wantRebalance && !l.commitDue(time.Now()) {
+			continue
+		}
+		if !l.txn.used {
+			l.ended() // nothing to commit: look again an interval on
 			continue
 		}
 		if wantRebalance {
@@ -208,23 +232,19 @@ func (l *lifetime) run(ctx context.Context) error {
 		// Not canceled with ctx: a stop arriving mid-commit must not
 		// turn a commit the broker may already have applied into an
 		// unknown outcome (a rebuild, and Stats missing its outputs).
-		// Bounded instead: flush and commit take a transaction timeout
-		// each at most. The loop sees ctx right after and shuts down.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*cfg.txnTimeout)
-		err := l.commit(cctx, true)
-		cancel()
-		if err == nil {
-			err = l.txn.open()
+		// Bounded instead: the end's flush and commit take a
+		// transaction timeout each at most. The loop sees ctx after it
+		// and shuts down.
+		cctx := context.WithoutCancel(ctx)
+		if wantRebalance || !l.canOverlap() {
+			if err := l.commit(cctx); err != nil {
+				return err
+			}
+			continue
 		}
-		if err != nil {
+		if err := l.startCommit(cctx); err != nil {
 			return err
 		}
-		l.publish()
-		l.sched.ended(time.Now(), l.saturated)
-		l.p.metrics.setCommitFloor(l.sched.floor)
-		l.saturated = false
-		l.group.rebalanceWanted.Store(false)
-		l.s.AllowRebalance()
 	}
 }
 
@@ -232,7 +252,7 @@ func (l *lifetime) run(ctx context.Context) error {
 // schedule says so, and its first record is acknowledged, or has been out
 // for a quarter of the transaction timeout (see openGate.holding).
 func (l *lifetime) commitDue(now time.Time) bool {
-	return l.sched.due(now, l.s.InTxn()) && !l.awaitingFirstRecord(now)
+	return l.sched.due(now, l.txn.used) && !l.awaitingFirstRecord(now)
 }
 
 // awaitingFirstRecord reports whether the open transaction's first record
@@ -251,7 +271,7 @@ func (l *lifetime) awaitingFirstRecord(now time.Time) bool {
 func (l *lifetime) poll(ctx context.Context) error {
 	n := l.partitionCount()
 	room := min(l.cfg.maxBuffer-l.totalBuffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.fetching(n)), l.queueShare(n))
-	deadline := l.sched.next(l.s.InTxn())
+	deadline := l.sched.next(l.txn.used)
 	if now := time.Now(); l.awaitingFirstRecord(now) {
 		// No commit before the first record's acknowledgement, which
 		// wakes the poll: wait for it, not for a due time passed.
@@ -262,7 +282,7 @@ func (l *lifetime) poll(ctx context.Context) error {
 	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	l.r.comps.pollWake.Store(&cancel)
-	if l.r.comps.pending() || l.txn.gate.ready() {
+	if l.r.comps.pending() || l.txn.gate.ready() || l.c.done() {
 		cancel() // woken before the wake was armed: do not wait
 	}
 	var fs kgo.Fetches

@@ -37,6 +37,9 @@ func newLoopHarness(t *testing.T, h Handler, opts ...Opt) *loopHarness {
 		r.d.stop()
 		stopGate()
 		l.restores.close()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		require.Empty(t, c.violations, "the pipeline's invariants")
 	})
 	return &loopHarness{t: t, p: p, l: l, c: c}
 }
@@ -77,12 +80,39 @@ func (h *loopHarness) idle() bool { return h.l.unfinished() == 0 }
 
 func (h *loopHarness) part() *partition { return h.l.parts[tp{"in", 0}] }
 
-// commit commits as the loop does: overlapping with admission, then
-// opening the next transaction.
+// commit commits as the loop does: the next transaction fills while the
+// open one ends, unless the lifetime cannot overlap them.
 func (h *loopHarness) commit() {
 	h.t.Helper()
-	require.NoError(h.t, h.l.commit(context.Background(), true))
-	require.NoError(h.t, h.l.txn.open())
+	ctx := context.Background()
+	if !h.l.canOverlap() {
+		require.NoError(h.t, h.l.commit(ctx))
+		return
+	}
+	if !h.l.txn.used {
+		return
+	}
+	require.NoError(h.t, h.l.startCommit(ctx))
+	h.whileEnding()
+}
+
+// whileEnding runs the loop's steps until the running end is taken.
+func (h *loopHarness) whileEnding() {
+	h.t.Helper()
+	ctx := context.Background()
+	deadline := time.After(10 * time.Second)
+	for h.l.c.ending != nil {
+		select {
+		case <-h.l.r.comps.wake:
+		case <-deadline:
+			h.t.Fatal("the transaction's end did not finish")
+		}
+		h.l.now = h.l.cfg.clock.Now()
+		require.NoError(h.t, h.l.drain(ctx))
+		require.NoError(h.t, h.l.checkStuck(ctx))
+		require.NoError(h.t, h.l.txn.gate.releaseIfReady())
+		require.NoError(h.t, h.l.takeCommit(ctx, false))
+	}
 }
 
 // commitWhile commits with the transaction's end held until meanwhile has
@@ -300,6 +330,27 @@ func TestLoopRevokeDropsInFlightWork(t *testing.T) {
 	}
 }
 
+// TestLoopRevokeAbortsTransactionWithItsWork: a transaction that holds
+// finished work of a partition revoked since (or lost, or lost and
+// assigned again) would commit those outputs without the partition's
+// offset, and its next owner would redo them: it aborts instead, and the
+// work of the partition that stayed is redone from the last commit.
+func TestLoopRevokeAbortsTransactionWithItsWork(t *testing.T) {
+	h := newLoopHarness(t, copyToOutput)
+	h.intake(records(0, 4, 2)...)
+	require.NoError(t, h.l.intake(fetchesOf("in", 1, records(0, 4, 2))))
+	h.settle(func() bool { return h.l.unfinished() == 0 && h.part().done == 0 && h.l.parts[tp{"in", 1}].done == 0 })
+	require.True(t, h.l.txn.used)
+	h.l.group.onRevoked(context.Background(), nil, map[string][]int32{"in": {1}})
+	require.NoError(t, h.l.handleEvents(context.Background()))
+	h.commit()
+	require.Zero(t, h.c.commits, "outputs of a revoked partition must not commit without its offset")
+	require.Empty(t, h.c.outputs)
+	require.Equal(t, int64(1), h.p.Stats().Aborts)
+	require.Equal(t, int64(-1), h.part().next, "in/0 is redone from its last commit (none): its state starts again")
+	require.Equal(t, 1, h.c.rewinds)
+}
+
 func TestLoopSkipsRecordsFinishedByEarlierTransaction(t *testing.T) {
 	h := newLoopHarness(t, copyToOutput)
 	// As if the previous owner committed offset 2 with 3..5 and 7 done.
@@ -351,8 +402,10 @@ func TestLoopAbortWhileEndingDropsNextTransaction(t *testing.T) {
 	h.c.abortNext = true
 	h.commitWhile(func() { b.release(1) })
 	require.Zero(t, h.c.commits)
-	require.Empty(t, h.l.txn.next, "an abort drops what was admitted into the next transaction")
-	require.False(t, h.c.inTxn)
+	require.False(t, h.l.txn.used, "an abort drops what was admitted into the next transaction")
+	require.Empty(t, h.l.txn.gate.held)
+	require.False(t, h.c.inTxn(), "the next transaction, begun while the first ended, is aborted too")
+	require.Equal(t, 1, h.c.rewinds)
 	// Everything is redone from the last commit (none): once each.
 	h.intake(records(0, 4, 2)...)
 	h.settle(h.idle)
@@ -394,11 +447,10 @@ func TestLoopAdmitsWhileFlushing(t *testing.T) {
 		}
 		close(flushing)
 	}()
-	require.NoError(t, h.l.commit(context.Background(), true))
+	h.commit()
 	require.True(t, duringFlush, "offset 3 was not dispatched while the flush waited")
 	off, _ := h.committed()
 	require.Equal(t, int64(1), off)
-	require.NoError(t, h.l.txn.open())
 	h.settle(h.idle)
 	h.commit()
 	off, _ = h.committed()
@@ -474,4 +526,45 @@ func TestLoopPollsUntilFirstRecordAcked(t *testing.T) {
 	off, _ := h.committed()
 	require.Equal(t, int64(3), off, "one transaction holds all three")
 	require.Len(t, h.c.outputs, 3)
+}
+
+// TestLoopRunPipelines: the loop itself (run) against the fake client,
+// with handlers that finish at random times and commits that take a
+// while, so that transactions fill while others end: no commit starts
+// while another runs, no record of the next transaction goes out while
+// the ending one's are unacknowledged (the harness checks both), and
+// every record's output is committed once, in session order.
+func TestLoopRunPipelines(t *testing.T) {
+	for _, pipeline := range []int{1, 2, 3} {
+		t.Run(fmt.Sprint("pipeline ", pipeline), func(t *testing.T) {
+			h := newLoopHarness(t, func(ctx context.Context, r *kgo.Record, out Emitter) error {
+				time.Sleep(time.Duration(r.Offset*7919%300) * time.Microsecond)
+				return copyToOutput(ctx, r, out)
+			}, WithTransactionPipeline(pipeline), WithCommitInterval(5*time.Millisecond))
+			h.c.pipeline, h.c.commitDelay = pipeline, 3*time.Millisecond
+			const n, sessions = 3000, 17
+			for from := int64(0); from < n; from += 50 {
+				h.c.fetch("in", 0, records(from, from+50, sessions)...)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- h.l.run(ctx) }()
+			require.Eventually(t, func() bool {
+				h.c.mu.Lock()
+				defer h.c.mu.Unlock()
+				return h.c.offsets[tp{"in", 0}].Offset == n
+			}, 30*time.Second, time.Millisecond)
+			cancel()
+			require.NoError(t, <-done)
+			out := h.outputValues()
+			for s := range int64(sessions) {
+				var want []string
+				for o := s; o < n; o += sessions {
+					want = append(want, fmt.Sprint(o))
+				}
+				require.Equal(t, want, out[fmt.Sprintf("s%d", s)], "session s%d: each output once, in order", s)
+			}
+			require.Greater(t, h.c.commits, 10, "the input spread over many transactions")
+		})
+	}
 }

@@ -30,6 +30,8 @@ type metrics struct {
 	commitLatency  prometheus.Histogram
 	commitInterval prometheus.Histogram
 	commitFloor    prometheus.Gauge
+	commitStage    *prometheus.HistogramVec
+	txnsInFlight   prometheus.Gauge
 	lastCommit     time.Time // the previous commit's start; loop-owned
 	inFlight       *prometheus.GaugeVec
 	buffered       *prometheus.GaugeVec
@@ -61,6 +63,15 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 			Namespace: metricsNamespace, Name: "commit_floor_seconds", ConstLabels: constLabels,
 			Help: "The shortest time from a commit's end to the next commit's start as the load sets it now (WithMinCommitInterval up to WithCommitInterval).",
 		}),
+		commitStage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Name: "commit_stage_duration_seconds", ConstLabels: constLabels,
+			Help:    "Time of each stage of a transaction's end: stage=flush (its records acknowledged), stage=commit (the offset commit and EndTxn).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1ms .. 16s
+		}, []string{"stage"}),
+		txnsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "transactions_in_flight", ConstLabels: constLabels,
+			Help: "Transactions begun and not ended: the open one, once it holds work, and one ending (WithTransactionPipeline).",
+		}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "inflight_records", ConstLabels: constLabels,
 			Help: "Fetched records of the partition that are not finished yet.",
@@ -86,7 +97,7 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		}, func() float64 { return float64(v()) })
 	}
 	cs := []prometheus.Collector{
-		m.commitLatency, m.commitInterval, m.commitFloor, m.inFlight, m.buffered, m.oldestAge, m.lag,
+		m.commitLatency, m.commitInterval, m.commitFloor, m.commitStage, m.txnsInFlight, m.inFlight, m.buffered, m.oldestAge, m.lag,
 		counter("records_consumed_total", "Records taken from fetches, not counting refetches after a rewind (Stats.Consumed).", s.consumed.Load),
 		counter("records_skipped_done_total", "Fetched records skipped because a committed transaction already finished them (Stats.SkippedDone).", s.skipped.Load),
 		counter("records_produced_total", "Output records in committed transactions (Stats.Outputs).", s.outputs.Load),
@@ -142,6 +153,28 @@ func (m *metrics) observeCommit(d time.Duration) {
 	if m != nil {
 		m.commitLatency.Observe(d.Seconds())
 	}
+}
+
+// observeStage records one stage of a transaction's end.
+func (m *metrics) observeStage(stage string, d time.Duration) {
+	if m != nil {
+		m.commitStage.WithLabelValues(stage).Observe(d.Seconds())
+	}
+}
+
+// setInFlight sets the transactions in flight from the committer's.
+func (m *metrics) setInFlight(c *committer) {
+	if m == nil {
+		return
+	}
+	n := 0
+	if c.open.used {
+		n++
+	}
+	if c.ending != nil {
+		n++
+	}
+	m.txnsInFlight.Set(float64(n))
 }
 
 // publish sets the per-partition gauges from the loop's state. The loop

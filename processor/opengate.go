@@ -8,42 +8,53 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// openGate sends a transaction's first record alone and holds the rest
-// until the client has it acknowledged.
+// openGate holds a transaction's records until they may go out: until the
+// transaction before it has flushed (after), and then until the
+// transaction's first record, sent alone, is acknowledged.
 //
-// Under transaction.version=2 a partition joins the transaction with its
-// first produce, and the broker answers CONCURRENT_TRANSACTIONS while the
-// coordinator still writes the previous transaction's markers: on a
-// replicated cluster that takes tens of milliseconds, and the loop starts
-// producing the next transaction within one. franz-go keeps up to five
-// requests in flight per broker, so a partition's later batches reached
-// the broker before its refused first one and were rejected with
+// After: with transactions pipelined (WithTransactionPipeline), the next
+// transaction fills on another producer while the one before it ends. Its
+// records must reach each partition after the ending transaction's, or a
+// session's later output could precede its earlier one there; so they wait
+// for the ending transaction's flush, which is short beside its offset
+// commit and EndTxn. With one producer, after is the ending transaction's
+// whole end: the producer takes one transaction at a time.
+//
+// The first record alone: under transaction.version=2 a partition joins
+// the transaction with its first produce, and the broker answers
+// CONCURRENT_TRANSACTIONS while the coordinator still writes the
+// producer's previous transaction's markers: on a replicated cluster that
+// takes tens of milliseconds. franz-go keeps up to five requests in flight
+// per broker, so a partition's later batches reached the broker before
+// its refused first one and were rejected with
 // OUT_OF_ORDER_SEQUENCE_NUMBER, and the commit waited seconds for the
-// retry (finding 9 in docs/reliability.md).
-//
-// Once the first record is in, the coordinator has begun the new
-// transaction and adds further partitions without a conflict. Handlers
-// keep running while records are held; the cost is one produce round trip
-// per transaction. The loop starts no commit before that round trip ends
-// (holding) and goes on polling through it; commit releases what is held
-// before its flush.
+// retry (finding 9 in docs/reliability.md). Once the first record is in,
+// the coordinator has begun the new transaction and adds further
+// partitions without a conflict. Handlers keep running while records are
+// held; the loop starts no commit before the acknowledgement (holding)
+// and goes on polling through it; commit releases what is held before its
+// flush.
 type openGate struct {
-	send  func(*kgo.Record, func(*kgo.Record, error)) // the session's produce
-	flush func(context.Context) error                 // waits for every buffered record
-	wake  func()                                      // interrupts the loop's poll
-	ctx   context.Context                             // ends the flush goroutines with the lifetime
+	// send begins the transaction if it has not begun and produces r; an
+	// error is the begin's.
+	send  func(r *kgo.Record, promise func(*kgo.Record, error)) error
+	flush func(context.Context) error // waits for every buffered record
+	wake  func()                      // interrupts the loop's poll
+	ctx   context.Context             // ends the flush goroutines with the lifetime
+	wg    *sync.WaitGroup             // the flush goroutines, the lifetime's
+	after <-chan struct{}             // closed when the records may go out; nil: at once
 
 	state gateState
 	since time.Time // when the first record went out
 	held  []heldRecord
-	acked chan struct{} // closed when the open transaction's first record is acknowledged
-	wg    sync.WaitGroup
+	acked chan struct{} // closed when the first record is acknowledged
 }
 
 type gateState uint8
 
 const (
 	gateIdle    gateState = iota // nothing produced in this transaction yet
+	gateWaiting                  // records wait for after
 	gateHolding                  // the first record is out, the rest wait
 	gateOpen                     // the first record is acknowledged
 )
@@ -53,42 +64,69 @@ type heldRecord struct {
 	promise func(*kgo.Record, error)
 }
 
-// produce sends r, or holds it while the transaction's first record is
-// unacknowledged.
-func (g *openGate) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
-	switch g.state {
-	case gateHolding:
-		g.held = append(g.held, heldRecord{r, promise})
-		return
-	case gateIdle:
-		g.state, g.since = gateHolding, time.Now()
-		acked := make(chan struct{})
-		g.acked = acked
-		g.send(r, promise)
-		g.wg.Go(func() {
-			// Only the first record is buffered: the flush sends it
-			// without lingering and ends when it is acknowledged (a
-			// failure reaches its promise).
-			_ = g.flush(g.ctx)
-			close(acked)
-			g.wake()
-		})
-		return
-	}
-	g.send(r, promise)
-}
-
-// ready reports whether held records can go out.
-func (g *openGate) ready() bool {
-	if g.state != gateHolding {
-		return false
+// afterDone reports whether after is closed.
+func (g *openGate) afterDone() bool {
+	if g.after == nil {
+		return true
 	}
 	select {
-	case <-g.acked:
+	case <-g.after:
 		return true
 	default:
 		return false
 	}
+}
+
+// produce sends r, or holds it.
+func (g *openGate) produce(r *kgo.Record, promise func(*kgo.Record, error)) error {
+	switch g.state {
+	case gateIdle:
+		if g.afterDone() {
+			return g.sendFirst(heldRecord{r, promise})
+		}
+		g.state = gateWaiting
+		fallthrough
+	case gateWaiting, gateHolding:
+		g.held = append(g.held, heldRecord{r, promise})
+		return nil
+	}
+	return g.send(r, promise)
+}
+
+// sendFirst sends the transaction's first record alone and waits for its
+// acknowledgement on a goroutine.
+func (g *openGate) sendFirst(h heldRecord) error {
+	if err := g.send(h.r, h.promise); err != nil {
+		return err
+	}
+	g.state, g.since = gateHolding, time.Now()
+	acked := make(chan struct{})
+	g.acked = acked
+	g.wg.Go(func() {
+		// Only the first record is buffered: the flush sends it without
+		// lingering and ends when it is acknowledged (a failure reaches
+		// its promise).
+		_ = g.flush(g.ctx)
+		close(acked)
+		g.wake()
+	})
+	return nil
+}
+
+// ready reports whether held records can move on: the first may go out,
+// or the rest may follow it.
+func (g *openGate) ready() bool {
+	switch g.state {
+	case gateWaiting:
+		return g.afterDone()
+	case gateHolding:
+		select {
+		case <-g.acked:
+			return true
+		default:
+		}
+	}
+	return false
 }
 
 // holding reports whether the transaction's first record has been out,
@@ -102,17 +140,42 @@ func (g *openGate) holding(now time.Time, limit time.Duration) bool {
 	return g.state == gateHolding && now.Sub(g.since) < limit
 }
 
-// releaseIfReady sends what is held once the first record is acknowledged.
-func (g *openGate) releaseIfReady() {
-	if g.ready() {
-		g.release()
+// releaseIfReady moves held records on as far as they may go now.
+func (g *openGate) releaseIfReady() error {
+	if g.state == gateWaiting && g.afterDone() {
+		if err := g.takeFirst(); err != nil {
+			return err
+		}
 	}
+	if g.ready() {
+		return g.release()
+	}
+	return nil
 }
 
-// releaseForCommit waits for the first record, then sends what is held and
-// opens the gate for the commit's own records. Sending the held records
-// before the first is in would bring back the race the gate prevents.
+// takeFirst sends the first held record alone.
+func (g *openGate) takeFirst() error {
+	first := g.held[0]
+	g.held[0] = heldRecord{}
+	g.held = g.held[1:]
+	return g.sendFirst(first)
+}
+
+// releaseForCommit waits for what the gate waits for, then sends what is
+// held and opens the gate for the commit's own records. Sending the held
+// records before the first is in would bring back the race the gate
+// prevents.
 func (g *openGate) releaseForCommit(ctx context.Context) error {
+	if g.state == gateWaiting {
+		select {
+		case <-g.after:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := g.takeFirst(); err != nil {
+			return err
+		}
+	}
 	if g.state == gateHolding {
 		select {
 		case <-g.acked:
@@ -120,28 +183,20 @@ func (g *openGate) releaseForCommit(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	g.release()
-	return nil
+	return g.release()
 }
 
 // release sends what is held, in order, and opens the gate for the rest
 // of the transaction.
-func (g *openGate) release() {
+func (g *openGate) release() error {
 	g.state = gateOpen
 	for i, h := range g.held {
-		g.send(h.r, h.promise)
 		g.held[i] = heldRecord{}
+		if err := g.send(h.r, h.promise); err != nil {
+			g.held = g.held[i+1:]
+			return err
+		}
 	}
 	g.held = g.held[:0]
+	return nil
 }
-
-// reset closes the gate for the next transaction; what an aborted one held
-// is dropped with it.
-func (g *openGate) reset() {
-	clear(g.held)
-	g.held = g.held[:0]
-	g.state, g.acked = gateIdle, nil
-}
-
-// wait returns once the flush goroutines have ended (after ctx is done).
-func (g *openGate) wait() { g.wg.Wait() }

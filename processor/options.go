@@ -91,6 +91,7 @@ type config struct {
 	commitInterval     time.Duration
 	minCommitInterval  time.Duration
 	txnTimeout         time.Duration
+	pipeline           int
 	sessionTimeout     time.Duration
 	groupProtocol      GroupProtocol
 	rebalanceTimeout   time.Duration
@@ -123,6 +124,7 @@ func defaults() config {
 	return config{
 		commitInterval:     100 * time.Millisecond,
 		txnTimeout:         10 * time.Second,
+		pipeline:           defaultPipeline,
 		sessionTimeout:     45 * time.Second,
 		groupProtocol:      GroupProtocolClassic,
 		rebalanceTimeout:   60 * time.Second,
@@ -283,6 +285,24 @@ func WithMinCommitInterval(d time.Duration) Opt {
 // broker's transaction.max.timeout.ms, 15 minutes by default, caps it).
 func WithTransactionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.txnTimeout = d }) }
 
+// WithTransactionPipeline sets how many transactional producers an
+// instance runs, 1 to 8: while one transaction ends (its offset commit,
+// EndTxn and the markers the coordinator writes), the next fills on the
+// next producer, so a record waits for about one commit round trip
+// instead of up to two. 1 is a single producer with one transaction at a
+// time, as Kafka Streams and franz-go's GroupTransactSession run. Producer
+// k > 0 has the transactional ID "<group>/<instance ID>#k" (txn.RingID):
+// grant the instance a TransactionalId prefix ACL. With WithStateStore,
+// WithDedupe or WithPositionGuard a transaction still begins on the next
+// producer, but the loop admits no finished work into it until the one
+// before it has ended (the stores apply transactions in commit order).
+// Default 2. There is no Kafka setting for it: Kafka lets one producer run
+// one transaction at a time.
+func WithTransactionPipeline(n int) Opt { return opt(func(c *config) { c.pipeline = n }) }
+
+// defaultPipeline is WithTransactionPipeline's default.
+const defaultPipeline = 2
+
 // WithSessionTimeout sets the group's session.timeout.ms. With static
 // membership, a stopped instance keeps its partitions this long, waiting
 // for a restart. Default 45s (the Java client's default). Classic protocol
@@ -326,11 +346,9 @@ const (
 	// so an older holder yields to a newer process waiting for the ID at
 	// its next commit, as it joins or rejoins, or within 5s while it runs
 	// no transaction. A rebuild first waits for its own earlier member to
-	// leave the group. Needs onceflow's franz-go
-	// patch (third_party/franz-go; copy its replace directive into the
-	// application's go.mod): without it a rebalance or an expulsion that
-	// meets an open transaction stalls that transaction for the
-	// transaction timeout.
+	// leave the group. Works with franz-go as published: the offset commit
+	// goes through the transaction without franz-go's
+	// GroupTransactSession, whose End hung under this protocol.
 	GroupProtocolConsumer = txn.GroupProtocolConsumer
 )
 
@@ -339,11 +357,7 @@ const (
 // guarantees are the same under both: offsets commit in the transaction
 // fenced by the group's generation or member epoch (KIP-447), a rebalance
 // waits until finished work is committed, and a zombie cannot make
-// anything visible. The consumer protocol needs onceflow's patched
-// franz-go (third_party/franz-go/README.md: Go applies only the main
-// module's replace directives, so an application must add it); without
-// it, New logs a warning and each rebalance that meets an open
-// transaction aborts it and rebuilds the client.
+// anything visible.
 func WithGroupProtocol(p GroupProtocol) Opt { return opt(func(c *config) { c.groupProtocol = p }) }
 
 // WithRebalanceTimeout sets the group rebalance timeout: how long members
@@ -528,6 +542,8 @@ func (c *config) validate() error {
 		return invalid("WithCommitInterval: must be positive, got %v", c.commitInterval)
 	case c.txnTimeout < time.Second:
 		return invalid("WithTransactionTimeout: must be at least 1s, got %v", c.txnTimeout)
+	case c.pipeline < 1 || c.pipeline > txn.MaxPipeline:
+		return invalid("WithTransactionPipeline: want 1 to %d, got %d", txn.MaxPipeline, c.pipeline)
 	case c.minCommitInterval < 0 || c.minCommitInterval > c.commitInterval:
 		return invalid("WithMinCommitInterval: need 0 <= min <= WithCommitInterval (%v), got %v", c.commitInterval, c.minCommitInterval)
 	case c.commitInterval >= c.txnTimeout:

@@ -52,9 +52,6 @@ func New(opts ...Opt) (*Processor, error) {
 		p.tracer = cfg.tracerProvider.Tracer(tracerName)
 	}
 	p.metrics = newMetrics(cfg.registerer, &p.cfg, p)
-	if cfg.groupProtocol == GroupProtocolConsumer && txn.UnpatchedFranzGo() {
-		cfg.logger.Warn("the consumer group protocol runs on upstream franz-go here: exactly-once holds, but each rebalance that meets an open transaction aborts it and rebuilds the client; add onceflow's third_party/franz-go replace to go.mod (see its README)")
-	}
 	return p, nil
 }
 

@@ -108,7 +108,7 @@ func retryEvent(span trace.Span, attempt int, err error) {
 }
 
 // startCommit starts the span of one transaction's commit.
-func (l *lifetime) startCommit(ctx context.Context) (context.Context, trace.Span) {
+func (l *lifetime) startCommitSpan(ctx context.Context) (context.Context, trace.Span) {
 	if l.p.tracer == nil {
 		return ctx, nil
 	}

@@ -7,24 +7,33 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// transaction is the open Kafka transaction as the loop fills it: the
-// records produced into it (through the open gate), how far each
-// changelog partition got, the first produce error, and the counts that
-// Stats takes when it commits. The loop owns it; promises, which run on
+// transaction is one Kafka transaction as the loop fills it: the records
+// produced into it (through its open gate), how far each changelog
+// partition got, the first produce error, and the counts that Stats takes
+// when it commits. It begins on the session's next producer when its
+// first record goes out (or at its commit, if it holds none). The loop
+// owns it until its end starts (committer.start); promises, which run on
 // the client's goroutines, touch only the fields under mu.
 type transaction struct {
 	s    txnClient
 	cfg  *config
 	ctx  context.Context // outlives Run's: a shutdown must not cancel records still to commit
+	h    txnHandle       // nil until it begins
 	gate openGate
 
+	// used: something finished into it (records or not): it commits.
+	used   bool
 	counts txnCounts
-	// While the previous transaction ends (closed), finished records are
-	// admitted into the next one: their records wait in next, and their
-	// counts in counts while ending holds the ending transaction's.
-	closed bool
-	next   []heldRecord
-	ending txnCounts
+	// from are the partitions whose work it holds (their states, which
+	// a rewind or a revoke replaces): it commits only with their offsets
+	// (stale).
+	from     map[*partition]struct{}
+	lastFrom *partition
+	// flushed is closed once its end has flushed its records, or its end
+	// is over: the next transaction's records may follow (see openGate).
+	flushed chan struct{}
+	// ended is closed when its end is over.
+	ended chan struct{}
 
 	mu         sync.Mutex
 	produceErr error
@@ -37,80 +46,86 @@ type txnCounts struct {
 	deadLettersBy              [len(dlqReasons)]int64
 }
 
-func newTransaction(s txnClient, cfg *config, ctx context.Context, wake func()) (*transaction, context.CancelFunc) {
-	t := &transaction{s: s, cfg: cfg, ctx: ctx, clNext: make(map[tp]int64)}
-	gateCtx, stopGate := context.WithCancel(ctx)
-	t.gate = openGate{
-		send:  func(r *kgo.Record, promise func(*kgo.Record, error)) { s.Produce(ctx, r, promise) },
-		flush: s.Flush,
-		wake:  wake,
-		ctx:   gateCtx,
+// holds records that p's work is in the transaction.
+func (t *transaction) holds(p *partition) {
+	if p == t.lastFrom {
+		return
 	}
-	return t, stopGate
+	if t.from == nil {
+		t.from = make(map[*partition]struct{})
+	}
+	t.from[p] = struct{}{}
+	t.lastFrom = p
 }
 
-// produce opens the transaction if needed and sends a finished record's
-// outputs and dead-letter record.
-func (t *transaction) produce(outputs []*kgo.Record, dlq *kgo.Record) error {
-	if !t.closed {
-		if err := t.s.Begin(); err != nil {
-			return err
+// stale reports whether the transaction holds work of a partition state
+// that parts no longer has: its partition was revoked or lost (and maybe
+// assigned again, as a new state) since. Its outputs would commit without
+// their offsets, and the partition's owner would redo them: it must abort.
+func (t *transaction) stale(parts map[tp]*partition) bool {
+	for p := range t.from {
+		if parts[tp{p.topic, p.id}] != p {
+			return true
 		}
 	}
+	return false
+}
+
+// begin begins the transaction on the session's next producer, once.
+func (t *transaction) begin() error {
+	if t.h != nil {
+		return nil
+	}
+	h, err := t.s.Begin()
+	if err != nil {
+		return err
+	}
+	t.h = h
+	return nil
+}
+
+// send is the gate's: it begins the transaction at its first record.
+func (t *transaction) send(r *kgo.Record, promise func(*kgo.Record, error)) error {
+	if err := t.begin(); err != nil {
+		return err
+	}
+	t.h.Produce(t.ctx, r, promise)
+	return nil
+}
+
+// flush is the gate's: it waits for the records sent so far.
+func (t *transaction) flush(ctx context.Context) error { return t.h.Flush(ctx) }
+
+// produce sends a finished record's outputs and dead-letter record.
+func (t *transaction) produce(outputs []*kgo.Record, dlq *kgo.Record) error {
+	t.used = true
 	for _, r := range outputs {
 		if r.Topic == "" {
 			r.Topic = t.cfg.output
 		}
-		t.send(r, t.promise)
+		if err := t.gate.produce(r, t.promise); err != nil {
+			return err
+		}
 	}
 	t.counts.outputs += int64(len(outputs))
 	if dlq != nil {
-		t.send(dlq, t.promise)
+		if err := t.gate.produce(dlq, t.promise); err != nil {
+			return err
+		}
 		t.counts.deadLetters++
 		t.counts.deadLettersBy[reasonIndex(headerValue(dlq, HeaderReason))]++
 	}
 	return nil
 }
 
-func (t *transaction) send(r *kgo.Record, promise func(*kgo.Record, error)) {
-	if t.closed {
-		t.next = append(t.next, heldRecord{r, promise})
-		return
-	}
-	t.gate.produce(r, promise)
-}
-
-// close starts the end of the transaction: until open, records go to the
-// next one, which the client cannot begin while this one ends.
-func (t *transaction) close() {
-	t.closed = true
-	t.ending, t.counts = t.counts, txnCounts{}
-}
-
-// open begins the next transaction with what was admitted while the
-// previous one ended.
-func (t *transaction) open() error {
-	if !t.closed {
-		return nil
-	}
-	t.closed = false // the ending transaction is settled or discarded by now
-	if len(t.next) == 0 {
-		return nil
-	}
-	if err := t.s.Begin(); err != nil {
-		return err
-	}
-	for i, h := range t.next {
-		t.gate.produce(h.r, h.promise)
-		t.next[i] = heldRecord{}
-	}
-	t.next = t.next[:0]
-	return nil
-}
-
-// produceChangelog writes one changelog record in the transaction.
+// produceChangelog writes one changelog record in the transaction. A
+// begin that fails here (it is the transaction's first record) fails the
+// transaction as a failed produce would: it aborts at its commit.
 func (t *transaction) produceChangelog(topic string, partition int32, key, value []byte) {
-	t.send(&kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value}, t.changelogPromise)
+	t.used = true
+	if err := t.gate.produce(&kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value}, t.changelogPromise); err != nil {
+		t.promise(nil, err)
+	}
 }
 
 func (t *transaction) promise(_ *kgo.Record, err error) {
@@ -155,33 +170,13 @@ func (t *transaction) changelogNext(k tp) (int64, bool) {
 	return next, ok
 }
 
-// settle adds a committed transaction's counts to stats: the ending
-// one's while closed, else the open one's, which then start from zero.
+// settle adds a committed transaction's counts to stats.
 func (t *transaction) settle(stats *counters) {
 	c := &t.counts
-	if t.closed {
-		c = &t.ending
-	}
 	stats.outputs.Add(c.outputs)
 	stats.dlq.Add(c.deadLetters)
 	for i, n := range c.deadLettersBy {
 		stats.dlqBy[i].Add(n)
 	}
 	stats.dups.Add(c.dups)
-	*c = txnCounts{}
-	t.mu.Lock()
-	clear(t.clNext)
-	t.mu.Unlock()
-}
-
-// discard forgets an aborted transaction, and what was admitted into the
-// next one meanwhile: an abort rewinds every partition, so all of it is
-// redone.
-func (t *transaction) discard() {
-	t.counts, t.ending = txnCounts{}, txnCounts{}
-	clear(t.next)
-	t.next = t.next[:0]
-	t.mu.Lock()
-	clear(t.clNext)
-	t.mu.Unlock()
 }

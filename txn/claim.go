@@ -36,23 +36,21 @@ const (
 	claimSuperseded                   // a later Session, of this process or another, did
 )
 
-// Claim initializes the transactional producer now rather than at the
-// first transaction, under the consumer protocol (a no-op under classic,
-// where the newest joiner takes the instance ID). Call it when the
-// Session starts: the member joins the group only after it (see join).
-// A predecessor's open transaction is aborted, as by any producer
-// initialization. An error leaves the producer to initialize
-// at the first transaction, as under classic, and the Session unordered
-// (claimUnknown).
+// Claim initializes every producer of the ring now rather than at its
+// first transaction, and fences the ring IDs above the ring's size (see
+// fenceAbove). Call it when the Session starts; under the consumer
+// protocol the member joins the group only after it (see join), and the
+// initialization of the instance's own transactional ID (ring producer 0)
+// is the claim that orders processes with one instance ID. Predecessors'
+// open transactions are aborted, as by any producer initialization. An
+// error leaves producers to initialize at their first transaction and the
+// Session unordered (claimUnknown).
 func (s *Session) Claim(ctx context.Context) error {
-	if s.cfg.GroupProtocol != GroupProtocolConsumer {
-		return nil
-	}
 	defer s.join() // after the claim, whatever its outcome
-	if _, _, err := s.gts.Client().ProducerID(ctx); err != nil {
-		return fmt.Errorf("txn: initializing the transactional producer: %w", err)
+	if err := s.initRing(ctx); err != nil {
+		return fmt.Errorf("txn: initializing the transactional producers: %w", err)
 	}
-	s.claimed = true
+	s.claimed = s.cfg.GroupProtocol == GroupProtocolConsumer
 	return nil
 }
 
@@ -68,7 +66,7 @@ func (s *Session) standing(ctx context.Context) claimState {
 	if !s.claimed {
 		return claimUnknown
 	}
-	id, epoch, err := s.gts.Client().ProducerID(ctx)
+	id, epoch, err := s.ring[0].cl.ProducerID(ctx)
 	if err != nil {
 		if isFencing(err) {
 			return claimSuperseded
@@ -76,7 +74,7 @@ func (s *Session) standing(ctx context.Context) claimState {
 		return claimUnknown
 	}
 	txnID := ID(s.cfg.Group, s.cfg.InstanceID)
-	described, err := kadm.NewClient(s.gts.Client()).DescribeTransactions(ctx, txnID)
+	described, err := kadm.NewClient(s.cl).DescribeTransactions(ctx, txnID)
 	if err != nil {
 		return claimUnknown
 	}

@@ -64,7 +64,7 @@ func TestClaimStandsAfterTransactions848(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := newSession848(ctx, t, c, group, topic, true)
-	cl := s.Client()
+	cl := s.ring[0].cl // the producer of the instance's own transactional ID
 	_, before, _ := cl.ProducerID(ctx)
 	for i := range 3 {
 		if err := cl.BeginTransaction(); err != nil {

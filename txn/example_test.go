@@ -105,35 +105,40 @@ func step(ctx context.Context, s *txn.Session) (int, error) {
 	if fs.Empty() {
 		return 0, nil
 	}
-	if err := s.Begin(); err != nil {
+	tx, err := s.Begin()
+	if err != nil {
 		return 0, err
 	}
 	var produceErr error
 	fs.EachRecord(func(r *kgo.Record) {
 		receipt := &kgo.Record{Topic: "receipts", Key: r.Key, Value: []byte("RECEIPT FOR " + strings.ToUpper(string(r.Value)))}
-		s.Produce(ctx, receipt, func(_ *kgo.Record, err error) {
+		tx.Produce(ctx, receipt, func(_ *kgo.Record, err error) {
 			if err != nil {
 				produceErr = err // promises run one at a time
 			}
 		})
 	})
-	if err := s.Client().Flush(ctx); err != nil { // every promise has run after it
-		return 0, s.FlushFailed(ctx, err)
+	if err := tx.Flush(ctx); err != nil { // every promise has run after it
+		return 0, tx.FlushFailed(ctx, err)
 	}
 	if produceErr != nil {
 		// A failed record dooms the transaction: abort it, then ask
 		// whether this Session can go on.
-		if err := s.Abort(ctx); err != nil {
+		if err := tx.Abort(ctx); err != nil {
 			return 0, err
 		}
+		s.Rewind()
 		if e := s.CheckFenced(ctx, "produce", produceErr); e.Class != txn.ClassAbortable {
 			return 0, e
 		}
-		return 0, nil // the consumer was rewound: the records come again
+		return 0, nil // the records come again
 	}
-	committed, err := s.Commit(ctx, nil)
+	committed, err := tx.Commit(ctx, nil)
 	if !committed {
-		return 0, err // (0, nil): a rebalance aborted it, the records come again
+		if err == nil {
+			s.Rewind() // a rebalance aborted it: the records come again
+		}
+		return 0, err
 	}
 	return fs.NumRecords(), nil
 }

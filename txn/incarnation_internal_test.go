@@ -71,17 +71,20 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		}
 		// rejoin builds a process's next client, checks that it holds the
 		// instance ID, and opens a transaction with a record in it.
-		rejoin := func(who string, cfg Config, value string) (*Session, string) {
+		rejoin := func(who string, cfg Config, value string) (*Txn, string) {
 			t.Helper()
 			s, member := build(cfg)
 			held(who, member, cfg.Incarnation)
-			if err := s.Begin(); err != nil {
+			tx, err := s.Begin()
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Client().ProduceSync(context.Background(), &kgo.Record{Topic: out, Value: []byte(value)}).FirstErr(); err != nil {
-				t.Fatal(err)
+			var produceErr error
+			tx.Produce(context.Background(), &kgo.Record{Topic: out, Value: []byte(value)}, func(_ *kgo.Record, err error) { produceErr = err })
+			if err := tx.Flush(context.Background()); err != nil || produceErr != nil {
+				t.Fatal(err, produceErr)
 			}
-			return s, member
+			return tx, member
 		}
 
 		// The old process joins, then is stopped: no more requests.
@@ -120,7 +123,11 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 				t.Fatalf("newer process, End error %v, instance x held by the older zombie %s: judged fenced, want rebuild", err, z2)
 			}
 		}
-		if e := newer.FlushFailed(context.Background(), context.DeadlineExceeded); e.Class != ClassReset {
+		ntx, err := newer.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := ntx.FlushFailed(context.Background(), context.DeadlineExceeded); e.Class != ClassReset {
 			t.Fatalf("newer process, flush timeout, instance x held by the older zombie: %v, want reset", e.Class)
 		}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -47,29 +46,6 @@ const (
 	GroupProtocolConsumer GroupProtocol = "consumer"
 )
 
-// UnpatchedFranzGo reports whether this binary was built with franz-go as
-// published, without the replace of onceflow's third_party/franz-go:
-// under GroupProtocolConsumer, upstream franz-go v1.22's
-// GroupTransactSession cannot commit a transaction that meets a
-// reassignment (its End waits out its context), so every such rebalance
-// costs an aborted transaction and a rebuilt client. Go applies only the
-// main module's replace directives: an application must add the replace
-// itself (third_party/franz-go/README.md). False when the build info does
-// not say (test binaries carry none).
-func UnpatchedFranzGo() bool {
-	bi, ok := debug.ReadBuildInfo()
-	return ok && unpatchedFranzGo(bi)
-}
-
-func unpatchedFranzGo(bi *debug.BuildInfo) bool {
-	for _, d := range bi.Deps {
-		if d.Path == "github.com/twmb/franz-go" {
-			return d.Replace == nil
-		}
-	}
-	return false
-}
-
 func (p GroupProtocol) valid() bool {
 	return p == "" || p == GroupProtocolClassic || p == GroupProtocolConsumer
 }
@@ -102,7 +78,7 @@ func (s *Session) CheckGroupProtocol(ctx context.Context) error {
 	if s.cfg.GroupProtocol != GroupProtocolConsumer {
 		return nil
 	}
-	vs, err := kadm.NewClient(s.gts.Client()).ApiVersions(ctx)
+	vs, err := kadm.NewClient(s.cl).ApiVersions(ctx)
 	if err != nil {
 		return fmt.Errorf("txn: checking the brokers for the consumer group protocol: %w", err)
 	}
@@ -152,7 +128,7 @@ func (s *Session) CheckReplaced(ctx context.Context, now time.Time, op string, e
 		w.patience = 2 * s.sessionTimeout848(ctx)
 	}
 	coordinator := int32(-1)
-	if r, ok := kadm.NewClient(s.gts.Client()).FindGroupCoordinators(ctx, s.cfg.Group)[s.cfg.Group]; ok && r.Err == nil {
+	if r, ok := kadm.NewClient(s.cl).FindGroupCoordinators(ctx, s.cfg.Group)[s.cfg.Group]; ok && r.Err == nil {
 		coordinator = r.NodeID
 	}
 	standing := func() claimState { return s.standing(ctx) }
@@ -222,7 +198,7 @@ func (s *Session) sessionTimeout848(ctx context.Context) time.Duration {
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, s.cfg.Group
 	res.ConfigNames = []string{"consumer.session.timeout.ms"}
 	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctx, s.gts.Client())
+	resp, err := req.RequestWith(ctx, s.cl)
 	if err != nil {
 		return defaultSessionTimeout
 	}
@@ -245,7 +221,7 @@ func (s *Session) sessionTimeout848(ctx context.Context) time.Duration {
 // holder848 returns the member ID holding our instance ID ("" if none;
 // false if the group could not be asked).
 func (s *Session) holder848(ctx context.Context) (string, bool) {
-	h, _, err := holder848(ctx, s.gts.Client(), s.cfg.Group, s.cfg.InstanceID)
+	h, _, err := holder848(ctx, s.cl, s.cfg.Group, s.cfg.InstanceID)
 	return h, err == nil
 }
 

@@ -61,10 +61,30 @@ type Config struct {
 	// unknown, any other member with our instance ID counts as newer.
 	Incarnation int64
 
-	// ClientOpts are appended last: callbacks, TLS, SASL, logging. They
-	// may override the options the session sets; the consumer group,
-	// transactional ID and isolation level must stay as they are.
+	// Pipeline is how many transactional producers the Session runs:
+	// while one transaction ends (its offset commit, EndTxn and the
+	// markers) the next fills on the next producer. 1 to 8; default 1.
+	// Producer k > 0 has the transactional ID ID(Group, InstanceID)+"#k"
+	// (see RingID).
+	Pipeline int
+
+	// ClientOpts go to every client the Session opens, after its own:
+	// TLS, SASL, logging, hooks. They may override the options the
+	// session sets; the consumer group, transactional IDs and isolation
+	// level must stay as they are. Group callbacks go in OnRevoked and
+	// OnLost, not here.
 	ClientOpts []kgo.Opt
+	// ConsumerOpts go to the group member's client only, after
+	// ClientOpts (fetch sizes, kgo.OnOffsetsFetched, hooks).
+	ConsumerOpts []kgo.Opt
+	// ProducerOpts go to the ring's producers only, after ClientOpts
+	// (partitioners, linger, batch sizes).
+	ProducerOpts []kgo.Opt
+	// OnRevoked and OnLost are the group member's callbacks
+	// (kgo.OnPartitionsRevoked, kgo.OnPartitionsLost), called after the
+	// Session failed the transactions the revoke or loss concerns.
+	// Without OnLost, losses go to OnRevoked.
+	OnRevoked, OnLost func(context.Context, *kgo.Client, map[string][]int32)
 }
 
 // Defaults of Config's durations.
@@ -85,6 +105,9 @@ func (c Config) withDefaults() Config {
 	if c.RebalanceTimeout == 0 {
 		c.RebalanceTimeout = defaultRebalanceTimeout
 	}
+	if c.Pipeline == 0 {
+		c.Pipeline = 1
+	}
 	return c
 }
 
@@ -100,47 +123,55 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Topics: at least one input topic is required", ErrInvalidConfig)
 	case c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.RebalanceTimeout < 0:
 		return fmt.Errorf("%w: timeouts must not be negative", ErrInvalidConfig)
+	case c.Pipeline < 0 || c.Pipeline > MaxPipeline:
+		return fmt.Errorf("%w: Pipeline %d: want 1 to %d", ErrInvalidConfig, c.Pipeline, MaxPipeline)
 	case !c.GroupProtocol.valid():
 		return fmt.Errorf("%w: GroupProtocol %q: want %q or %q", ErrInvalidConfig, c.GroupProtocol, GroupProtocolClassic, GroupProtocolConsumer)
 	}
 	return nil
 }
 
-// Session is one transactional client lifetime: a franz-go
-// GroupTransactSession configured for exactly-once (read_committed,
-// KIP-447 offset commits, static membership, rebalances blocked while the
-// loop works). After an error of class ClassReset, ClassFenced or
+// Session is one transactional client lifetime: a group member that
+// consumes read_committed (static membership, rebalances blocked while the
+// loop works) and a ring of transactional producers (Config.Pipeline) whose
+// transactions commit the member's offsets with its group metadata
+// (KIP-447), so that while one transaction ends the next can fill on the
+// next producer. After an error of class ClassReset, ClassFenced or
 // ClassOutcomeUnknown it must be closed and, if the caller goes on,
-// replaced by a new Session with the same Config. A Session is used by one
-// goroutine, except that Produce may be called from several between Begin
-// and Commit.
+// replaced by a new Session with the same Config. Poll, AllowRebalance and
+// Begin are called from one goroutine; a Txn may be produced to and ended
+// from another.
 type Session struct {
 	cfg     Config
-	gts     *kgo.GroupTransactSession
-	inTxn   bool
-	member  string // group member ID when the open transaction began
-	claimed bool   // see Claim
+	cl      *kgo.Client // the group member
+	ring    []*producer
+	next    int  // the ring index the next Begin takes
+	claimed bool // see Claim
 	// joined is done once the client consumes its topics, which makes
 	// franz-go join the group. Under the consumer protocol that waits for
 	// Claim or the first Poll (see join).
 	joined sync.Once
+
+	offsets offsetClients // sends offset commits (offsets.go)
+
+	mu  sync.Mutex
+	pos positions // where a rewind goes (offsets.go)
 }
 
-// NewSession builds the client. Under the classic protocol it joins the
-// group as soon as it has the topics' metadata; under the consumer
-// protocol at Claim or the first Poll, whichever comes first. An invalid
-// cfg fails with an error matching ErrInvalidConfig.
+// NewSession builds the clients. Under the classic protocol the member
+// joins the group as soon as it has the topics' metadata; under the
+// consumer protocol at Claim or the first Poll, whichever comes first. An
+// invalid cfg fails with an error matching ErrInvalidConfig.
 func NewSession(cfg Config) (*Session, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	s := &Session{cfg: cfg}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.InstanceID(cfg.InstanceID),
-		kgo.TransactionalID(ID(cfg.Group, cfg.InstanceID)),
-		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		// The Java default is 3s against a 45s session; keep the same
 		// ratio for short sessions, or members expire between heartbeats.
@@ -159,28 +190,27 @@ func NewSession(cfg Config) (*Session, error) {
 		// embedded 1M-record run; 100ms costs an idle consumer ten empty
 		// fetches a second per broker.
 		kgo.FetchMaxWait(100 * time.Millisecond),
-		// franz-go retries a produce refused with a retriable error
-		// (CONCURRENT_TRANSACTIONS while the coordinator ends the last
-		// transaction) only after a metadata refresh, at most one per
-		// min age: its default of 5s held a commit up for seconds. As
-		// the Java client's retry.backoff.ms.
-		kgo.MetadataMinAge(100 * time.Millisecond),
-		// A transaction's first produce right after the previous one
-		// ended is refused with CONCURRENT_TRANSACTIONS until the
-		// coordinator has written the markers: a millisecond or two on
-		// one broker. franz-go's default backoff of 20ms (as the Java
-		// client's) added 20ms to every transaction's latency.
-		kgo.ConcurrentTransactionsBackoff(2 * time.Millisecond),
 	}
 	opts = append(opts, cfg.groupOpts()...)
 	if cfg.GroupProtocol != GroupProtocolConsumer {
 		opts = append(opts, kgo.ConsumeTopics(cfg.Topics...))
 	}
-	gts, err := kgo.NewGroupTransactSession(append(opts, cfg.ClientOpts...)...)
+	opts = append(opts, cfg.ClientOpts...)
+	opts = append(opts, cfg.ConsumerOpts...)
+	// Last, so that they win: the Session's own bookkeeping runs before
+	// the caller's callbacks.
+	opts = append(opts, kgo.OnPartitionsRevoked(s.onRevoked), kgo.OnPartitionsLost(s.onLost))
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("txn: building client: %w", err)
+		return nil, fmt.Errorf("txn: building the consumer: %w", err)
 	}
-	return &Session{cfg: cfg, gts: gts}, nil
+	s.cl = cl
+	if err := s.buildRing(); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	s.offsets.cfg = &s.cfg
+	return s, nil
 }
 
 // join gives a consumer-protocol client its topics, and so its group
@@ -194,15 +224,15 @@ func NewSession(cfg Config) (*Session, error) {
 func (s *Session) join() {
 	s.joined.Do(func() {
 		if s.cfg.GroupProtocol == GroupProtocolConsumer {
-			s.gts.Client().AddConsumeTopics(s.cfg.Topics...)
+			s.cl.AddConsumeTopics(s.cfg.Topics...)
 		}
 	})
 }
 
-// Client is the underlying client, for pausing and resuming partitions,
-// flushing (see FlushFailed), admin requests and metadata. Do not use it to
-// begin or end transactions, commit offsets or produce outside Produce.
-func (s *Session) Client() *kgo.Client { return s.gts.Client() }
+// Client is the group member's client, for pausing and resuming
+// partitions, admin requests and metadata. It produces nothing: records go
+// through a Txn. Do not use it to commit offsets.
+func (s *Session) Client() *kgo.Client { return s.cl }
 
 // Poll fetches up to maxRecords records (maxRecords <= 0: any number),
 // waiting until some arrive or ctx is done. Rebalances are blocked from
@@ -212,99 +242,61 @@ func (s *Session) Client() *kgo.Client { return s.gts.Client() }
 // fetch error (see kgo.Fetches.EachError) goes through CheckFenced.
 func (s *Session) Poll(ctx context.Context, maxRecords int) kgo.Fetches {
 	s.join()
-	return s.gts.PollRecords(ctx, maxRecords)
+	fs := s.cl.PollRecords(ctx, maxRecords)
+	s.mu.Lock()
+	s.pos.polled(fs)
+	s.mu.Unlock()
+	return fs
 }
 
-// AllowRebalance lets a pending rebalance run; call it after Commit or
-// Abort (or after a Poll that returned nothing to process).
-func (s *Session) AllowRebalance() { s.gts.AllowRebalance() }
+// AllowRebalance lets a pending rebalance run; call it after a commit or
+// abort (or after a Poll that returned nothing to process). A transaction
+// still open must not commit work of partitions a revoke or loss took
+// (its offsets would not go with it): abort it, or commit only what the
+// member still owns. A member that is no longer current cannot commit at
+// all (KIP-447).
+func (s *Session) AllowRebalance() { s.cl.AllowRebalance() }
 
-// InTxn reports whether a transaction is open.
-func (s *Session) InTxn() bool { return s.inTxn }
+// Pipeline is the number of producers in the ring: how many transactions
+// can be open at once (one filling while others end).
+func (s *Session) Pipeline() int { return len(s.ring) }
 
-// Begin opens a transaction if none is open. Call it before Produce. The
-// Session's first transaction initializes its producer ID
-// (InitProducerID), which bumps the epoch of the transactional ID: a
-// predecessor's open transaction is aborted and the predecessor fenced.
-func (s *Session) Begin() error {
-	if s.inTxn {
-		return nil
+// onRevoked and onLost forget where a rewind takes the partitions the
+// member gave up, then pass the news on.
+func (s *Session) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	s.lose(revoked)
+	if s.cfg.OnRevoked != nil {
+		s.cfg.OnRevoked(ctx, cl, revoked)
 	}
-	if err := s.gts.Begin(); err != nil {
-		return classifyProduceErr("begin", err)
-	}
-	s.inTxn = true
-	// The group loop cannot rejoin until the transaction ends
-	// (BlockRebalanceOnPoll): this member ID stays ours until then.
-	s.member, _ = s.gts.Client().GroupMetadata()
-	return nil
 }
 
-// FlushFailed classifies the error of a caller's own flush of the open
-// transaction's records (Client().Flush, with a deadline of the caller's
+func (s *Session) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	s.lose(lost)
+	switch {
+	case s.cfg.OnLost != nil:
+		s.cfg.OnLost(ctx, cl, lost)
+	case s.cfg.OnRevoked != nil:
+		s.cfg.OnRevoked(ctx, cl, lost)
+	}
+}
+
+func (s *Session) lose(parts map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pos.forget(parts)
+}
+
+// FlushFailed classifies the error of a caller's own flush of a
+// transaction's records (Txn.Flush, with a deadline of the caller's
 // choosing, before Commit; nothing was committed): ClassFenced if it timed
 // out or was fenced while a newer process holds our instance ID, else
 // ClassReset. Commit flushes too: callers that do not flush first do not
 // need it.
-func (s *Session) FlushFailed(ctx context.Context, err error) *Error {
-	if s.endFenced(ctx, s.member, err) {
+func (t *Txn) FlushFailed(ctx context.Context, err error) *Error {
+	if t.s.endFenced(ctx, t.member, err) {
 		return &Error{ClassFenced, "flush", err}
 	}
 	return &Error{ClassReset, "flush", err}
-}
-
-// Produce sends r in the open transaction; promise (which may be nil)
-// gets its result. A failed record dooms the transaction: Abort it, and
-// pass the error to CheckFenced to learn whether to go on.
-func (s *Session) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
-	s.gts.Produce(ctx, r, promise)
-}
-
-// Commit flushes, commits the offsets after the records Poll returned
-// (KIP-447: with the group's member ID, generation and instance ID) in the
-// transaction and ends it. rewrite, if not nil, may change the offset
-// commit before it is sent (the processor adds its metadata there); nil
-// commits the polled offsets as they are. It returns (false, nil) when the
-// transaction was aborted because the group rebalanced or the offset commit
-// was refused for a retriable reason: the consumer is rewound to the last
-// committed offsets, and the caller drops what it did since and goes on.
-// Errors are a *Error: ClassFenced or ClassOutcomeUnknown.
-func (s *Session) Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error) {
-	return s.end(ctx, kgo.TryCommit, rewrite)
-}
-
-// Abort aborts the open transaction (or, with none open, only rewinds the
-// consumer to the last committed offsets and clears a pending rebalance
-// mark, so that the next transaction can commit).
-func (s *Session) Abort(ctx context.Context) error {
-	_, err := s.end(ctx, kgo.TryAbort, nil)
-	return err
-}
-
-func (s *Session) end(ctx context.Context, how kgo.TransactionEndTry, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error) {
-	s.inTxn = false
-	defer func() { s.member = "" }()
-	ectx := ctx
-	if rewrite != nil {
-		ectx = kgo.PreTxnCommitFnContext(ctx, rewrite)
-	}
-	// The member ID the transaction ran under: the group loop cannot rejoin
-	// before End returns (BlockRebalanceOnPoll), so another member ID under
-	// our instance ID afterwards is another process.
-	member := s.member
-	if member == "" {
-		member, _ = s.gts.Client().GroupMetadata()
-	}
-	committed, err := s.gts.End(ectx, how)
-	if err == nil {
-		return committed, nil
-	}
-	// Any End error may come after an EndTxn(commit) reached the
-	// coordinator: never assume either outcome.
-	if s.endFenced(ctx, member, err) {
-		return false, &Error{ClassFenced, "commit", err}
-	}
-	return false, &Error{ClassOutcomeUnknown, "commit", err}
 }
 
 // endFenced judges an End error. Besides fencing errors it asks the group
@@ -343,7 +335,7 @@ func (s *Session) fencedByNewer(ctx context.Context, err error) bool {
 	if !isFencing(err) {
 		return false // FENCED_INSTANCE_ID is fencing
 	}
-	ourMember, _ := s.gts.Client().GroupMetadata()
+	ourMember, _ := s.cl.GroupMetadata()
 	return s.endFenced(ctx, ourMember, err)
 }
 
@@ -374,7 +366,7 @@ func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 	req := kmsg.NewPtrDescribeGroupsRequest()
 	req.Groups = []string{s.cfg.Group}
 	for {
-		resp, err := req.RequestWith(ctx, s.gts.Client())
+		resp, err := req.RequestWith(ctx, s.cl)
 		if err != nil {
 			return holderUnknown
 		}
@@ -413,6 +405,35 @@ func (s *Session) judgeHolder(resp *kmsg.DescribeGroupsResponse, ourMember strin
 	return holderUnknown, true
 }
 
-// Close closes the client. A static member does not leave the group on
+// leaveStatic848 sends, under the consumer protocol, the static member's
+// leave that Kafka accepts. franz-go v1.22's own (member epoch -2, a
+// temporary leave) leaves the instance ID out, which Kafka refuses
+// (INVALID_REQUEST), and the member then held the ID until its session
+// expired, keeping a replacement waiting (TestStaticLeave848). Sent after
+// the member's client closed, so that no heartbeat of its rejoins; an
+// error (the member already left, the brokers are gone) changes nothing.
+func (s *Session) leaveStatic848() {
+	member, epoch := s.cl.GroupMetadata()
+	if s.cfg.GroupProtocol != GroupProtocolConsumer || member == "" || epoch <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.MemberEpoch, req.InstanceID = s.cfg.Group, member, leftStaticEpoch, &s.cfg.InstanceID
+	_, _ = req.RequestWith(ctx, s.ring[0].cl)
+}
+
+// Close closes the clients. A static member does not leave the group on
 // close: a restart with the same instance ID reclaims its partitions.
-func (s *Session) Close() { s.gts.CloseAllowingRebalance() }
+// Transactions still open are aborted by the next InitProducerID of their
+// transactional ID (a new Session's Claim), or by the coordinator after
+// the transaction timeout.
+func (s *Session) Close() {
+	s.cl.CloseAllowingRebalance()
+	s.leaveStatic848()
+	for _, p := range s.ring {
+		p.cl.Close()
+	}
+	s.offsets.close()
+}

@@ -51,14 +51,15 @@ func TestEndTimeoutOfReplacedZombie(t *testing.T) {
 		defer zombie.Close()
 		old := joined(t, func(ctx context.Context) { zombie.Poll(ctx, 10) }, zombie.Client())
 
-		if err := zombie.Begin(); err != nil {
+		ztx, err := zombie.Begin()
+		if err != nil {
 			t.Fatal(err)
 		}
 		timeout := context.DeadlineExceeded
 		if zombie.endFenced(context.Background(), old, timeout) {
 			t.Fatal("End timeout judged fenced while this member still holds the instance ID")
 		}
-		if e := zombie.FlushFailed(context.Background(), timeout); e.Class != ClassReset {
+		if e := ztx.FlushFailed(context.Background(), timeout); e.Class != ClassReset {
 			t.Fatalf("flush timeout while this member still holds the instance ID: %v, want reset", e.Class)
 		}
 
@@ -71,7 +72,7 @@ func TestEndTimeoutOfReplacedZombie(t *testing.T) {
 		if !zombie.endFenced(context.Background(), old, timeout) {
 			t.Errorf("End timeout under member %s, instance now held by %s: judged outcome-unknown, want fenced", old, mNew)
 		}
-		if e := zombie.FlushFailed(context.Background(), timeout); e.Class != ClassFenced {
+		if e := ztx.FlushFailed(context.Background(), timeout); e.Class != ClassFenced {
 			t.Errorf("flush timeout of a transaction begun under %s, instance now held by %s: %v, want fenced", old, mNew, e.Class)
 		}
 		if zombie.endFenced(context.Background(), old, errors.New("i/o timeout")) {

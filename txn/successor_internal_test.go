@@ -95,13 +95,14 @@ func TestYieldToSuccessor848(t *testing.T) {
 	}
 }
 
-// TestEveryLossReported848: franz-go's transaction session called
+// TestEveryLossReported848: franz-go's GroupTransactSession called
 // OnPartitionsLost only for the first loss between two Ends. A process
 // that waited for its instance ID (each refused join is a loss) and then
 // got it was expelled before its first End: the second loss never reached
 // the callback, so the yield before franz-go's rejoin (YieldOnLost) did
 // not run, and the process took the ID back from a newer one (a KIP-848
-// cluster soak, w95#207). Patched in third_party/franz-go.
+// cluster soak, w95#207). onceflow patched franz-go for it; a Session's
+// own callbacks (Config.OnLost) must pass on every loss.
 func TestEveryLossReported848(t *testing.T) {
 	if kafkatest.Real() {
 		t.Skip("kfake: the fault injection")
@@ -115,10 +116,8 @@ func TestEveryLossReported848(t *testing.T) {
 
 	var losses atomic.Int32
 	cfg := consumerConfig(c, group, "i", topic)
-	cfg.ClientOpts = []kgo.Opt{
-		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
-		kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) { losses.Add(1) }),
-	}
+	cfg.ClientOpts = []kgo.Opt{kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })}
+	cfg.OnLost = func(context.Context, *kgo.Client, map[string][]int32) { losses.Add(1) }
 	s, err := NewSession(cfg)
 	if err != nil {
 		t.Fatal(err)

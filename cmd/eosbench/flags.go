@@ -65,6 +65,7 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", cfg.FaultRate, "`fraction` of records whose first attempt fails transiently")
 	fs.DurationVar(&cfg.RetryInitial, "retry-initial", cfg.RetryInitial, "first retry backoff (doubling)")
 	fs.DurationVar(&cfg.MinCommitInterval, "min-commit-interval", cfg.MinCommitInterval, "onceflow's shortest time between commits (processor.WithMinCommitInterval; 0: its default, commits scheduled by load); equal to -commit-interval: a fixed interval")
+	fs.IntVar(&cfg.Pipeline, "pipeline", cfg.Pipeline, "onceflow's transactional producers per instance, `n` (processor.WithTransactionPipeline; 0: its default): while one transaction ends the next fills")
 	fs.DurationVar(&cfg.IdleSession, "idle-session", cfg.IdleSession, "onceflow idle session eviction (0: the processor's default)")
 	fs.IntVar(&cfg.MetadataBytes, "commit-metadata-bytes", cfg.MetadataBytes, "onceflow's bound on commit metadata, the broker's offset.metadata.max.bytes (0: the processor's default, 4096)")
 	fs.BoolVar(&cfg.Stateful, "stateful", cfg.Stateful, "onceflow modes keep a per-session counter in a state store (checked per record, and in the changelog after the run); alo-raw and franz-gts ignore it")

@@ -41,6 +41,9 @@ type Config struct {
 	// its default); equal to CommitInterval, onceflow commits on a fixed
 	// interval as the baselines do.
 	MinCommitInterval time.Duration
+	// Pipeline is onceflow's processor.WithTransactionPipeline (0: its
+	// default).
+	Pipeline int
 	// MetadataBytes is onceflow's WithMaxCommitMetadataBytes: the
 	// broker's offset.metadata.max.bytes (0: the processor's default,
 	// 4096, the broker default). kfake enforces no limit.
@@ -113,7 +116,7 @@ func (c *Config) Validate() error {
 		return errors.New("-retry-initial must be positive")
 	case c.Timeout <= 0:
 		return errors.New("-timeout must be positive")
-	case c.Rate < 0 || c.Stall < 0 || c.BaselineMessages < 0 || c.Workers < 0 || c.KillEvery < 0 || c.IdleSession < 0 || c.MinCommitInterval < 0 || c.MinCommitInterval > c.CommitInterval || c.MetadataBytes < 0 || c.HandlerCPU < 0:
+	case c.Rate < 0 || c.Stall < 0 || c.BaselineMessages < 0 || c.Workers < 0 || c.KillEvery < 0 || c.IdleSession < 0 || c.MinCommitInterval < 0 || c.MinCommitInterval > c.CommitInterval || c.Pipeline < 0 || c.MetadataBytes < 0 || c.HandlerCPU < 0:
 		return errors.New("-rate, -stall, -baseline-messages, -workers, -kill-every, -idle-session, -commit-metadata-bytes and -handler-cpu must not be negative")
 	case c.GroupProtocol != "" && c.GroupProtocol != "classic" && c.GroupProtocol != "consumer":
 		return errors.New("-group-protocol must be classic or consumer")

@@ -69,6 +69,9 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 	case job.MinCommitInterval > 0:
 		opts = append(opts, processor.WithMinCommitInterval(job.MinCommitInterval))
 	}
+	if job.Pipeline > 0 {
+		opts = append(opts, processor.WithTransactionPipeline(job.Pipeline))
+	}
 	if job.IdleSession > 0 {
 		opts = append(opts, processor.WithIdleSessionTimeout(job.IdleSession))
 	}

@@ -31,6 +31,7 @@ type Job struct {
 	CommitInterval    time.Duration `json:"commit_interval"`
 	IdleSession       time.Duration `json:"idle_session,omitempty"`
 	MinCommitInterval time.Duration `json:"min_commit_interval,omitempty"`
+	Pipeline          int           `json:"pipeline,omitempty"`
 	MetadataBytes     int           `json:"metadata_bytes,omitempty"`
 	// Stateful gives onceflow modes a state store in StateDir and a
 	// handler that keeps a per-session counter in it (see stateHandler).

@@ -107,7 +107,7 @@ func (t *trial) setup(ctx context.Context, base string) error {
 		Mode: t.res.Mode, Brokers: env.Brokers, Input: t.input, Output: out, DLQ: dlq,
 		Group: env.Group(base), InstanceID: "i0", Messages: t.res.Messages,
 		Latency: cfg.HandlerLatency, CPURounds: t.cpuRounds, FaultRate: cfg.FaultRate, RetryInitial: cfg.RetryInitial,
-		CommitInterval: cfg.CommitInterval, IdleSession: cfg.IdleSession, MinCommitInterval: cfg.MinCommitInterval, MetadataBytes: cfg.MetadataBytes,
+		CommitInterval: cfg.CommitInterval, IdleSession: cfg.IdleSession, MinCommitInterval: cfg.MinCommitInterval, Pipeline: cfg.Pipeline, MetadataBytes: cfg.MetadataBytes,
 		SessionTimeout: inProcessSessionTimeout, GroupProtocol: cfg.GroupProtocol, Metrics: t.r.Metrics, ClientLogLevel: t.r.ClientLogLevel,
 	}
 	if cfg.Workers > 0 {

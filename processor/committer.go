@@ -1,0 +1,211 @@
+package processor
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/onceflow/onceflow/txn"
+)
+
+// committer owns a lifetime's transactions in commit order: the open one
+// that the loop fills, and the one before it whose end (flush, offset
+// commit, EndTxn) runs on a goroutine of its own meanwhile. It keeps the
+// invariants of pipelined transactions (WithTransactionPipeline):
+//
+//   - one end at a time, in order: a transaction's offset commit and
+//     EndTxn are sent only after the one before it returned committed
+//     (start is called with no end running), so the group never keeps an
+//     older offset commit over a newer one;
+//   - aborts cascade: when an end aborts or fails, the open transaction,
+//     whose work may depend on it, is aborted too and the lifetime rewinds
+//     to the last commit (the loop's abortAll);
+//   - per-session order in the output partitions: the open transaction's
+//     records go out only after the ending one's are acknowledged (its
+//     gate waits for the ending transaction's flush).
+//
+// With one producer the open transaction's records wait for the whole end
+// instead, and it begins only then: the producer runs one transaction at a
+// time.
+type committer struct {
+	s    txnClient
+	cfg  *config
+	m    *metrics        // nil: off
+	ctx  context.Context // outlives Run's: records still to commit are not canceled by a shutdown
+	wake func()          // interrupts the loop's poll
+
+	gateCtx  context.Context // ends the gates' flush goroutines
+	stopGate context.CancelFunc
+	gates    sync.WaitGroup
+
+	open   *transaction
+	ending *ending // nil while no end runs
+}
+
+// ending is a transaction whose end runs.
+type ending struct {
+	t     *transaction
+	plans map[tp]commitPlan
+	sent  map[tp]bool // the partitions its offset commit names
+	began time.Time
+	span  trace.Span
+	done  chan endResult // its end's result, once
+}
+
+// endResult is how a transaction's end went: committed, aborted by the
+// group (neither flag), or aborted because a produce failed.
+type endResult struct {
+	committed, produceFailed bool
+	err                      error
+}
+
+func newCommitter(s txnClient, cfg *config, m *metrics, ctx context.Context, wake func()) *committer {
+	c := &committer{s: s, cfg: cfg, m: m, ctx: ctx, wake: wake}
+	c.gateCtx, c.stopGate = context.WithCancel(ctx)
+	c.open = c.newTransaction(nil)
+	return c
+}
+
+// newTransaction builds a transaction whose records wait for after (nil:
+// none).
+func (c *committer) newTransaction(after <-chan struct{}) *transaction {
+	t := &transaction{s: c.s, cfg: c.cfg, ctx: c.ctx, clNext: make(map[tp]int64),
+		flushed: make(chan struct{}), ended: make(chan struct{})}
+	t.gate = openGate{send: t.send, flush: t.flush, wake: c.wake, ctx: c.gateCtx, wg: &c.gates, after: after}
+	return t
+}
+
+// start starts e's end, e.t being the open transaction, with rewrite as
+// its offset commit, and opens the next transaction. No end may be
+// running.
+func (c *committer) start(ctx context.Context, e *ending, rewrite func(*kmsg.TxnOffsetCommitRequest) error) {
+	t := c.open
+	after := t.flushed
+	if c.s.Pipeline() < 2 {
+		after = t.ended
+	}
+	c.open = c.newTransaction(after)
+	e.t, e.done = t, make(chan endResult, 1)
+	c.ending = e
+	go func() {
+		e.done <- c.end(ctx, t, rewrite)
+		c.wake()
+	}()
+}
+
+// result takes the running end's result once it is over, waiting for it
+// if wait; nil if no end runs, or, without wait, it is not over.
+func (c *committer) result(wait bool) (*ending, endResult) {
+	e := c.ending
+	if e == nil {
+		return nil, endResult{}
+	}
+	var r endResult
+	if wait {
+		r = <-e.done
+	} else {
+		select {
+		case r = <-e.done:
+		default:
+			return nil, endResult{}
+		}
+	}
+	c.ending = nil
+	return e, r
+}
+
+// done reports whether the running end is over (its result waits).
+func (c *committer) done() bool {
+	return c.ending != nil && len(c.ending.done) > 0
+}
+
+// end sends what t's gate holds, flushes and commits. It touches only t
+// and the client, so it runs beside the loop. The flush comes first: a
+// record that failed must be seen before the offsets of its input are
+// committed, or the input would be lost. A zombie's flush can time out
+// too: it must stop, not rebuild and take its instance ID back (finding
+// 6), which FlushFailed decides.
+func (c *committer) end(ctx context.Context, t *transaction, rewrite func(*kmsg.TxnOffsetCommitRequest) error) endResult {
+	defer close(t.ended)
+	flushed := false
+	defer func() {
+		if !flushed {
+			close(t.flushed)
+		}
+	}()
+	fctx, cancel := context.WithTimeout(c.ctx, c.cfg.txnTimeout)
+	defer cancel()
+	if err := t.gate.releaseForCommit(fctx); err != nil {
+		return endResult{err: t.flushFailed(ctx, err)}
+	}
+	if err := t.begin(); err != nil { // it holds no record: offsets only
+		return endResult{err: err}
+	}
+	began := time.Now()
+	if err := t.h.Flush(fctx); err != nil {
+		return endResult{err: t.h.FlushFailed(ctx, err)}
+	}
+	c.m.observeStage("flush", time.Since(began))
+	close(t.flushed)
+	flushed = true
+	c.wake() // the next transaction's records may go out
+	if perr := t.takeProduceErr(); perr != nil {
+		c.cfg.logger.Warn("a produce failed; aborting the transaction", "err", perr)
+		if err := t.h.Abort(ctx); err != nil {
+			return endResult{err: err}
+		}
+		if e := c.s.CheckFenced(ctx, "produce", perr); e.Class != txn.ClassAbortable {
+			return endResult{err: e}
+		}
+		return endResult{produceFailed: true}
+	}
+	// Bounded: an offset commit or EndTxn that cannot get through (the
+	// coordinator unreachable) is an unknown outcome: rebuild and re-read.
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.txnTimeout)
+	defer cancel()
+	began = time.Now()
+	committed, err := t.h.Commit(cctx, rewrite)
+	c.m.observeStage("commit", time.Since(began))
+	c.m.observeCommit(time.Since(began))
+	return endResult{committed: committed, err: err}
+}
+
+// flushFailed classifies an error of t's release or flush: a begin's
+// error is classified already; a flush that failed or timed out is
+// judged by the transaction (txn.Txn.FlushFailed).
+func (t *transaction) flushFailed(ctx context.Context, err error) error {
+	if t.h == nil || txn.ClassOf(err) != 0 {
+		return err
+	}
+	return t.h.FlushFailed(ctx, err)
+}
+
+// abortOpen aborts the open transaction, if it began, and starts a new
+// one: an abort of the one before it cascades (its work may depend on
+// what was aborted).
+func (c *committer) abortOpen(ctx context.Context) error {
+	t := c.open
+	c.open = c.newTransaction(nil)
+	if t.h == nil {
+		return nil
+	}
+	return t.h.Abort(ctx)
+}
+
+// close waits for a running end (its own timeouts bound it) and ends the
+// gates' goroutines; the lifetime closes its client after.
+func (c *committer) close() {
+	if e := c.ending; e != nil {
+		<-e.done
+		c.ending = nil
+	}
+	c.stopGate()
+	c.gates.Wait()
+}
+
+// inTxn reports whether a transaction holds work: the open one, or one
+// ending.
+func (c *committer) inTxn() bool { return c.open.used || c.ending != nil }

@@ -1,9 +1,0 @@
-package kgo
-
-import (
-	"syscall"
-)
-
-func isConnReset(errno syscall.Errno) bool {
-	return errno == syscall.WSAECONNRESET
-}
