@@ -38,6 +38,16 @@ type Runner struct {
 	// ClientLogLevel is how much of franz-go's own log onceflow modes
 	// pass to Log (processor.WithClientLogLevel).
 	ClientLogLevel slog.Level
+
+	jvm jvmBuilds // the JVM modes' programs, built on first use
+}
+
+// buildOutput is where the JVM modes' builds report progress.
+func (r *Runner) buildOutput() io.Writer {
+	if r.Stderr != nil {
+		return r.Stderr
+	}
+	return io.Discard
 }
 
 // Run runs every mode of cfg and returns their results, each with its
