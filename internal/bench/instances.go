@@ -56,7 +56,9 @@ func (t *trial) prepareJVM(ctx context.Context) (*workerSet, error) {
 	n := max(1, t.cfg.Workers)
 	threads := jvmThreads(t.cfg.Partitions, n)
 	verbose := t.r.Log.Enabled(ctx, slog.LevelInfo)
-	command := func(job Job, held bool) *exec.Cmd { return jvmCommand(app, cp, job, threads, held, verbose) }
+	command := func(job Job, held bool) *exec.Cmd {
+		return jvmCommand(app, cp, job, threads, t.cfg.Sessions, held, verbose)
+	}
 	ws, err := startWorkerSet(command, true, n, t.job, t.r.WorkerStderr, t.r.Log)
 	if err != nil {
 		return nil, err

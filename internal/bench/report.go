@@ -177,6 +177,11 @@ func notes(pr *message.Printer, w io.Writer, who string, r Result) {
 				who, c.Commits, nsToMs(c.CommitP50), nsToMs(c.CommitP99), nsToMs(c.CommitMax), c.commitMs(), what)
 		}
 	}
+	if c := r.Counters; c.Commits == 0 && c.CommitNanos > 0 {
+		// Parallel Consumer's producer keeps its commits' total time, not
+		// their count.
+		pr.Fprintf(w, "%s: %.1f ms committing in all (%s)\n", who, nsToMs(c.CommitNanos), jvmCommitSource(r.Mode))
+	}
 	if r.Peaks != nil && r.Workers > 0 {
 		pr.Fprintf(w, "%s: peak goroutines %d, peak RSS %.0f MiB (per worker process, VmHWM)\n", who, r.Goroutines, float64(r.RSSBytes)/(1<<20))
 	}

@@ -127,6 +127,11 @@ func startWorkers(exe string, args []string, n int, job Job, stderr io.Writer, l
 // startWorkerSet starts n workers of job, each built by command; with
 // hold, they wait for release once ready (see awaitReady).
 func startWorkerSet(command func(Job, bool) *exec.Cmd, hold bool, n int, job Job, stderr io.Writer, log *slog.Logger) (*workerSet, error) {
+	if stderr != nil {
+		// Each worker's stderr is copied by a goroutine of its own: a
+		// writer that is not a file (a test's buffer) needs a lock.
+		stderr = &lockedWriter{w: stderr}
+	}
 	ws := &workerSet{command: command, hold: hold, job: job, log: log, stderr: stderr, procs: make([]*workerProc, n)}
 	for i := range n {
 		if err := ws.start(i); err != nil {
@@ -311,4 +316,16 @@ func (ws *workerSet) restarts() (kills, unexpected int) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	return ws.kills, ws.unexpected
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
