@@ -177,6 +177,9 @@ func notes(pr *message.Printer, w io.Writer, who string, r Result) {
 				who, c.Commits, nsToMs(c.CommitP50), nsToMs(c.CommitP99), nsToMs(c.CommitMax), c.commitMs(), what)
 		}
 	}
+	if r.Mode.jvm() && r.Counters.Rebuilds > 0 {
+		pr.Fprintf(w, "%s: %d stream threads died (their errors are on stderr) and were replaced\n", who, r.Counters.Rebuilds)
+	}
 	if c := r.Counters; c.Commits == 0 && c.CommitNanos > 0 {
 		// Parallel Consumer's producer keeps its commits' total time, not
 		// their count.

@@ -6,7 +6,7 @@ package onceflow.bench;
  * and peaks (threads stand in for goroutines).
  */
 public final class Report {
-    public long commits, commitNanos, commitMaxNanos, aborts, retries, sleeps, sleptNanos;
+    public long commits, commitNanos, commitMaxNanos, aborts, retries, rebuilds, sleeps, sleptNanos;
     public int peakThreads;
     public long peakRSS;
     public String error;
@@ -32,6 +32,9 @@ public final class Report {
         }
         b.append(",\"aborts\":").append(aborts);
         b.append(",\"retries\":").append(retries);
+        if (rebuilds > 0) {
+            b.append(",\"rebuilds\":").append(rebuilds);
+        }
         b.append(",\"handler_sleeps\":").append(sleeps);
         b.append(",\"handler_slept_ns\":").append(sleptNanos);
         if (error != null) {

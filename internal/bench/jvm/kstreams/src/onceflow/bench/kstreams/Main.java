@@ -6,6 +6,7 @@ import java.time.Duration;
 import java.util.Comparator;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
 
@@ -47,12 +48,15 @@ public final class Main {
         Path stateDir = Files.createTempDirectory("eosbench-kstreams-");
         Properties props = props(a, stateDir);
         KafkaStreams streams = new KafkaStreams(topology(a, work, props).build(), props);
-        // A thread that dies takes the whole instance down: eosbench sees an
-        // unexpected exit (and restarts the worker) rather than a run that
-        // quietly lost its threads.
+        // A stream thread that dies (an EndTxn the broker failed, on an
+        // overloaded cluster) is replaced, as a resilient deployment would
+        // have it: its tasks resume from their last commit under a new
+        // producer. Kafka Streams logs the error; the report counts the
+        // replacements (as rebuilds).
+        AtomicLong replaced = new AtomicLong();
         streams.setUncaughtExceptionHandler(e -> {
-            failure.compareAndSet(null, e);
-            return StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+            replaced.incrementAndGet();
+            return StreamThreadExceptionResponse.REPLACE_THREAD;
         });
         streams.setStateListener((now, before) -> {
             if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.PENDING_ERROR) {
@@ -76,6 +80,7 @@ public final class Main {
             // Metrics are gone once closed: the last transaction's commit,
             // made by close, is not among them.
             rep = Report.of(work);
+            rep.rebuilds = replaced.get();
             commits(streams.metrics(), rep);
             // A clean close commits every task's open transaction.
             if (!streams.close(Duration.ofSeconds(50))) {
