@@ -293,14 +293,18 @@ func (ws *workerSet) stop(timeout time.Duration) []WorkerReport {
 			_ = p.stdin.Close()
 		}
 	}
-	deadline := time.After(timeout)
+	// A context's Done stays closed once the time is up: every worker
+	// still running then is killed, not only the first (time.After's
+	// channel delivers once, and the next worker was waited for forever).
+	deadline, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	for _, p := range procs {
 		if p == nil {
 			continue
 		}
 		select {
 		case <-p.exited:
-		case <-deadline:
+		case <-deadline.Done():
 			ws.log.Warn("worker did not stop in time; killing it")
 			_ = p.cmd.Process.Kill()
 			<-p.exited
