@@ -35,7 +35,9 @@
 // directory), once per machine for each version of the sources. Their
 // processes start before the timed run and wait until it starts, so that
 // the JVM's own start-up is not timed (a Go binary is loaded before its
-// run too). Both run on the embedded cluster as on real brokers. The
+// run too). kafka-streams runs on the embedded cluster as on real brokers;
+// parallel-consumer needs -brokers (its kafka-clients 3.7.0 producer fails
+// against kfake's API versions). The
 // summary sets every mode beside kafka-streams (ratio_to_kafka_streams in
 // -json). Their commits are timed by the frameworks' own metrics: Kafka
 // Streams keeps a count, a mean and a max; Parallel Consumer's producer a
