@@ -16,6 +16,33 @@
 // violations are reported but not judged) and onceflow, whose ordering is
 // -order's.
 //
+// Two peers run on the JVM, as subprocesses (-workers n: n instances of one
+// application, at least one), fed, read back and verified as the Go modes
+// are, each running the same handler (the same SHA-256 rounds, sleeps and
+// faulty records, faults retried in place; duplicated inputs passed
+// through once each, as franz-gts does):
+//
+//	kafka-streams      Kafka Streams 4.4.0, exactly_once_v2, commit.interval.ms
+//	                   = -commit-interval (100ms, its own EOS default), one stream
+//	                   thread per input partition an instance owns
+//	parallel-consumer  Confluent Parallel Consumer 0.5.3.2, transactional
+//	                   (PERIODIC_TRANSACTIONAL_PRODUCER), KEY order
+//
+// Their Java sources are embedded in this binary and built on first use
+// with Maven and javac (internal/bench/jvm/build.sh; Java 17+ and Maven,
+// installed with apt-get when missing and root) into a cache directory
+// ($EOSBENCH_JVM_CACHE, default onceflow-eosbench-jvm in the user's cache
+// directory), once per machine for each version of the sources. Their
+// processes start before the timed run and wait until it starts, so that
+// the JVM's own start-up is not timed (a Go binary is loaded before its
+// run too). kafka-streams runs on the embedded cluster as on real brokers;
+// parallel-consumer needs -brokers (its kafka-clients 3.7.0 producer fails
+// against kfake's API versions). The
+// summary sets every mode beside kafka-streams (ratio_to_kafka_streams in
+// -json). Their commits are timed by the frameworks' own metrics: Kafka
+// Streams keeps a count, a mean and a max; Parallel Consumer's producer a
+// total.
+//
 // Before the first timed run, eosbench creates every run's topics and
 // warms up what all modes share, so that no mode pays for another's setup
 // (on a fresh real broker, franz-gts run first made 18,079 rec/s against

@@ -55,7 +55,7 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "record value `bytes`")
 	fs.IntVar(&cfg.Sessions, "sessions", cfg.Sessions, "sessions (keys); record i belongs to session i%sessions")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "input and output partitions")
-	fs.Var(&modesValue{&cfg.Modes}, "modes", "comma-separated `modes`: alo-raw, franz-gts, onceflow (ordered by -order), onceflow-session, onceflow-partition, onceflow-unordered; an onceflow mode suffixed +metrics, +tracing or +obs (both) runs instrumented, +guard with processor.WithPositionGuard, to measure the cost beside the plain mode")
+	fs.Var(&modesValue{&cfg.Modes}, "modes", "comma-separated `modes`: alo-raw, franz-gts, onceflow (ordered by -order), onceflow-session, onceflow-partition, onceflow-unordered, kafka-streams, parallel-consumer (JVM subprocesses, built with Maven on first use); an onceflow mode suffixed +metrics, +tracing or +obs (both) runs instrumented, +guard with processor.WithPositionGuard, to measure the cost beside the plain mode")
 	fs.StringVar(&cfg.GroupProtocol, "group-protocol", cfg.GroupProtocol, "consumer group protocol of every mode: classic, or consumer (KIP-848, Kafka 4.0+; franz-go's ServerSideBalancer for the baselines)")
 	fs.IntVar(&cfg.Count, "count", cfg.Count, "run the modes `n` times over, interleaved (A B A B for -modes A,B and -count 2), each run verified; modes are compared by the medians of their runs (the presets other than default: 1)")
 	fs.Var(&orderValue{&cfg.Order}, "order", "ordering of mode onceflow: `session|partition|none`")

@@ -72,8 +72,9 @@ func eventIDHeader(id int) kgo.RecordHeader {
 }
 
 // dedupes reports whether a mode deduplicates on event IDs when the input
-// has duplicates: onceflow modes, which then run with WithDedupe.
-func (m Mode) dedupes() bool { return !m.baseline() }
+// has duplicates: onceflow modes, which then run with WithDedupe. The
+// others (the JVM modes too) must pass each duplicate through once.
+func (m Mode) dedupes() bool { return m.onceflow() }
 
 // waitConsumed waits until the job's group has committed every input
 // record: the trailing duplicates come after the last original in their

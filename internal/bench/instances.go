@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
 	"time"
 )
 
@@ -33,7 +36,47 @@ func (ws *workerSet) runErr() error            { return nil }
 // stopTimeout bounds a pipeline's shutdown (drain and final commit).
 const stopTimeout = time.Minute
 
-func (t *trial) startPipeline(ctx context.Context) (running, error) {
+// jvmReadyTimeout bounds a JVM worker's start up to its "ready": the JVM,
+// its classes and the framework's clients, on a busy 2-core machine.
+const jvmReadyTimeout = 2 * time.Minute
+
+// prepareJVM starts a JVM mode's instances (-workers of them, at least
+// one) held: started, built and ready, but not yet consuming, so that the
+// JVM's own start-up falls outside the timed run as a Go binary's loading
+// does. startPipeline releases them. Go modes prepare nothing (nil).
+func (t *trial) prepareJVM(ctx context.Context) (*workerSet, error) {
+	app, ok := t.res.Mode.jvmApp()
+	if !ok {
+		return nil, nil
+	}
+	cp, err := t.r.jvm.classpath(ctx, app, t.r.buildOutput())
+	if err != nil {
+		return nil, err
+	}
+	n := max(1, t.cfg.Workers)
+	threads := jvmThreads(t.cfg.Partitions, n)
+	verbose := t.r.Log.Enabled(ctx, slog.LevelInfo)
+	command := func(job Job, held bool) *exec.Cmd {
+		return jvmCommand(app, cp, job, threads, t.cfg.Sessions, held, verbose)
+	}
+	ws, err := startWorkerSet(command, true, n, t.job, t.r.WorkerStderr, t.r.Log)
+	if err != nil {
+		return nil, err
+	}
+	if err := ws.awaitReady(ctx, jvmReadyTimeout); err != nil {
+		ws.stop(10 * time.Second)
+		return nil, fmt.Errorf("%s: %w", t.res.Mode, err)
+	}
+	return ws, nil
+}
+
+// startPipeline starts the run's pipeline, or releases the one prepared
+// (prepareJVM).
+func (t *trial) startPipeline(ctx context.Context, prepared *workerSet) (running, error) {
+	if prepared != nil {
+		prepared.release()
+		return prepared, nil
+	}
 	if t.cfg.Workers > 0 {
 		return startWorkers(t.r.WorkerExe, t.r.WorkerArgs, t.cfg.Workers, t.job, t.r.WorkerStderr, t.r.Log)
 	}

@@ -27,6 +27,13 @@ const (
 	ModePartition Mode = "onceflow-partition"
 	// ModeUnordered is onceflow with processor.Unordered.
 	ModeUnordered Mode = "onceflow-unordered"
+	// ModeKafkaStreams is a Kafka Streams application (exactly_once_v2)
+	// running the same handler, as subprocess JVMs (jvm.go): the system a
+	// team would otherwise pick for exactly-once consume-transform-produce.
+	ModeKafkaStreams Mode = "kafka-streams"
+	// ModeParallelConsumer is Confluent's Parallel Consumer in its
+	// transactional mode with KEY ordering, as subprocess JVMs (jvm.go).
+	ModeParallelConsumer Mode = "parallel-consumer"
 )
 
 // Suffixes that turn an onceflow mode into a twin, the same pipeline with
@@ -84,7 +91,7 @@ func (m Mode) instruments() string {
 
 // AllModes lists every mode.
 func AllModes() []Mode {
-	return []Mode{ModeALO, ModeGTS, ModeOnceflow, ModeSession, ModePartition, ModeUnordered}
+	return []Mode{ModeALO, ModeGTS, ModeOnceflow, ModeSession, ModePartition, ModeUnordered, ModeKafkaStreams, ModeParallelConsumer}
 }
 
 // ParseModes parses a comma-separated list of modes.
@@ -102,7 +109,7 @@ func ParseModes(s string) ([]Mode, error) {
 		if !known {
 			return nil, fmt.Errorf("unknown mode %q (want one of %s)", m, joinModes(AllModes()))
 		}
-		if m.observed() && m.base().baseline() {
+		if m.observed() && !m.base().onceflow() {
 			return nil, fmt.Errorf("mode %q: only onceflow modes have twins (%s, %s, %s, %s, %s)", m, ObserveSuffix, MetricsSuffix, TracingSuffix, GuardSuffix, FixedSuffix)
 		}
 		out = append(out, m)
@@ -148,6 +155,19 @@ func (m Mode) ordered() bool { return m.base() != ModeUnordered }
 // baseline reports whether the mode is one of franz-go's, which handle
 // records serially and which Config.BaselineMessages caps.
 func (m Mode) baseline() bool { return m.base() == ModeALO || m.base() == ModeGTS }
+
+// onceflow reports whether the mode runs onceflow's processor, which alone
+// has twins, state stores and deduplication.
+func (m Mode) onceflow() bool {
+	switch m.base() {
+	case ModeOnceflow, ModeSession, ModePartition, ModeUnordered:
+		return true
+	}
+	return false
+}
+
+// jvm reports whether the mode runs as Java subprocesses (jvm.go).
+func (m Mode) jvm() bool { _, ok := m.jvmApp(); return ok }
 
 func (m Mode) ordering() processor.Ordering {
 	switch m.base() {

@@ -34,9 +34,15 @@ func WriteTable(w io.Writer, rs []Result) error {
 		}
 	}
 	runs := make(map[phaseMode]int, len(ss))
+	kstreamsP50 := map[string]float64{}
+	for _, s := range ss {
+		if s.Mode == ModeKafkaStreams {
+			kstreamsP50[s.Scenario] = s.LatencyP50Median
+		}
+	}
 	for _, s := range ss {
 		runs[phaseMode{s.Scenario, s.Mode}] = s.Runs
-		summaryNotes(pr, w, s)
+		summaryNotes(pr, w, s, kstreamsP50)
 	}
 	for _, r := range rs {
 		who := fmt.Sprintf("%s %s", r.Scenario, r.Mode)
@@ -64,7 +70,8 @@ func writeSummaryTable(w io.Writer, pr *message.Printer, ss []Summary) error {
 
 // summaryNotes prints what compares a mode's runs as a whole: published
 // figures and a twin's cost, both against medians.
-func summaryNotes(pr *message.Printer, w io.Writer, s Summary) {
+// kstreamsP50 maps each phase to kafka-streams's median p50 there.
+func summaryNotes(pr *message.Printer, w io.Writer, s Summary, kstreamsP50 map[string]float64) {
 	who := fmt.Sprintf("%s %s", s.Scenario, s.Mode)
 	of := ""
 	if s.Runs > 1 {
@@ -85,6 +92,13 @@ func summaryNotes(pr *message.Printer, w io.Writer, s Summary) {
 			fmt.Fprintf(w, " [%s]", a.Description)
 		}
 		fmt.Fprintln(w)
+	}
+	if k := s.RatioToKStreams; k != nil && s.Mode != ModeKafkaStreams {
+		pr.Fprintf(w, "%s: %.2f× the throughput of kafka-streams", who, *k)
+		if ks := kstreamsP50[s.Scenario]; ks > 0 && s.LatencyP50Median > 0 {
+			pr.Fprintf(w, ", p50 latency %.2f× its (%.1f ms against %.1f)", s.LatencyP50Median/ks, s.LatencyP50Median, ks)
+		}
+		fmt.Fprintln(w, " (medians of their runs in this phase)")
 	}
 	if s.RatioToUnobserved != nil {
 		pr.Fprintf(w, "%s: %s on: %.3f× the throughput of %s (medians of their runs in this phase)\n", who, s.Mode.instruments(), *s.RatioToUnobserved, s.Mode.base())
@@ -153,8 +167,23 @@ func notes(pr *message.Printer, w io.Writer, who string, r Result) {
 		if r.Workers > 1 || r.Crashes > 0 { // several workers' reports (Counters.add)
 			what += "; median and p99: the highest of the workers'"
 		}
-		pr.Fprintf(w, "%s: %d commits, commit round trip median %.1f ms, p99 %.1f ms, max %.1f ms, mean %.1f ms (%s)\n",
-			who, c.Commits, nsToMs(c.CommitP50), nsToMs(c.CommitP99), nsToMs(c.CommitMax), c.commitMs(), what)
+		if r.Mode.jvm() {
+			// The JVM frameworks time their commits in their own
+			// metrics, which keep a mean and a max, no quantiles.
+			pr.Fprintf(w, "%s: %d commits, commit round trip mean %.1f ms, max %.1f ms (%s)\n",
+				who, c.Commits, c.commitMs(), nsToMs(c.CommitMax), jvmCommitSource(r.Mode))
+		} else {
+			pr.Fprintf(w, "%s: %d commits, commit round trip median %.1f ms, p99 %.1f ms, max %.1f ms, mean %.1f ms (%s)\n",
+				who, c.Commits, nsToMs(c.CommitP50), nsToMs(c.CommitP99), nsToMs(c.CommitMax), c.commitMs(), what)
+		}
+	}
+	if r.Mode.jvm() && r.Counters.Rebuilds > 0 {
+		pr.Fprintf(w, "%s: %d stream threads died (their errors are on stderr) and were replaced\n", who, r.Counters.Rebuilds)
+	}
+	if c := r.Counters; c.Commits == 0 && c.CommitNanos > 0 {
+		// Parallel Consumer's producer keeps its commits' total time, not
+		// their count.
+		pr.Fprintf(w, "%s: %.1f ms committing in all (%s)\n", who, nsToMs(c.CommitNanos), jvmCommitSource(r.Mode))
 	}
 	if r.Peaks != nil && r.Workers > 0 {
 		pr.Fprintf(w, "%s: peak goroutines %d, peak RSS %.0f MiB (per worker process, VmHWM)\n", who, r.Goroutines, float64(r.RSSBytes)/(1<<20))

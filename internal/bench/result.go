@@ -32,6 +32,9 @@ type Result struct {
 	// phase; null when it did not run.
 	RatioToGTS *float64 `json:"ratio_to_franz_gts"`
 	RatioToALO *float64 `json:"ratio_to_alo_raw"`
+	// RatioToKStreams is to the median of kafka-streams's runs, when it
+	// ran in the phase: the peer the other modes are set beside.
+	RatioToKStreams *float64 `json:"ratio_to_kafka_streams,omitempty"`
 	// Run numbers a mode's runs in the phase from 1 (Config.Count, or the
 	// mode listed again in Config.Modes).
 	Run int `json:"run"`
@@ -158,6 +161,7 @@ func setRatios(rs []Result) {
 		r := &rs[i]
 		r.RatioToGTS = ratioTo(r.Throughput, med, phaseMode{r.Scenario, ModeGTS})
 		r.RatioToALO = ratioTo(r.Throughput, med, phaseMode{r.Scenario, ModeALO})
+		r.RatioToKStreams = ratioTo(r.Throughput, med, phaseMode{r.Scenario, ModeKafkaStreams})
 		if r.Mode.observed() {
 			r.RatioToUnobserved = ratioTo(r.Throughput, med, phaseMode{r.Scenario, r.Mode.base()})
 		}

@@ -18,6 +18,9 @@ type Summary struct {
 	// phase; null when the baseline did not run (or measured nothing).
 	RatioToGTS *float64 `json:"ratio_to_franz_gts"`
 	RatioToALO *float64 `json:"ratio_to_alo_raw"`
+	// RatioToKStreams is this mode's median over kafka-streams's, when it
+	// ran in the phase.
+	RatioToKStreams *float64 `json:"ratio_to_kafka_streams,omitempty"`
 	// RatioToUnobserved, for a twin (ObserveSuffix and the like), is its
 	// median over the plain mode's median.
 	RatioToUnobserved *float64 `json:"ratio_to_unobserved,omitempty"`
@@ -84,6 +87,7 @@ func Summarize(rs []Result) []Summary {
 		s := &out[i]
 		s.RatioToGTS = ratioTo(s.ThroughputMedian, med, phaseMode{s.Scenario, ModeGTS})
 		s.RatioToALO = ratioTo(s.ThroughputMedian, med, phaseMode{s.Scenario, ModeALO})
+		s.RatioToKStreams = ratioTo(s.ThroughputMedian, med, phaseMode{s.Scenario, ModeKafkaStreams})
 		if s.Mode.observed() {
 			s.RatioToUnobserved = ratioTo(s.ThroughputMedian, med, phaseMode{s.Scenario, s.Mode.base()})
 		}

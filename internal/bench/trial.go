@@ -59,8 +59,8 @@ func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string, cpuRound
 	if n := cfg.baselineCap(); n > 0 && mode.baseline() {
 		res.Messages, res.Capped = n, true
 	}
-	res.Stateful = cfg.Stateful && !mode.baseline()
-	res.statefulIgnored = cfg.Stateful && mode.baseline()
+	res.Stateful = cfg.Stateful && mode.onceflow()
+	res.statefulIgnored = cfg.Stateful && !mode.onceflow()
 	if cfg.DupRate > 0 {
 		res.DupRate, res.DupsInjected = cfg.DupRate, newDupSchedule(cfg.DupRate, res.Messages).injected()
 	}
@@ -113,7 +113,7 @@ func (t *trial) setup(ctx context.Context, base string) error {
 	if cfg.Workers > 0 {
 		t.job.SessionTimeout = workerSessionTimeout
 	}
-	if cfg.Stateful && !t.res.Mode.baseline() {
+	if cfg.Stateful && t.res.Mode.onceflow() {
 		if t.stateDir, err = os.MkdirTemp("", "eosbench-state-"); err != nil {
 			return err
 		}
@@ -160,9 +160,23 @@ func (t *trial) cleanup() {
 func (t *trial) run(ctx context.Context) error {
 	cfg, res, log := t.cfg, t.res, t.r.Log
 	t.pr = message.NewPrinter(language.English)
+	released := false // the prepared pipeline, once released, is stopped by stopPipeline
 	runCtx, cancelRun := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancelRun()
 	live := cfg.Rate > 0
+
+	// A JVM mode's processes start before the clock does (prepareJVM).
+	prepared, err := t.prepareJVM(runCtx)
+	if err != nil {
+		return err
+	}
+	if prepared != nil {
+		defer func() {
+			if !released {
+				prepared.stop(10 * time.Second)
+			}
+		}()
+	}
 
 	start := time.Now()
 	cpu0 := sampleCPU()
@@ -194,10 +208,11 @@ func (t *trial) run(ctx context.Context) error {
 		go func() { prodDone <- prod.run(prodCtx, res.Messages, cfg.Rate) }()
 	}
 
-	pl, err := t.startPipeline(runCtx)
+	pl, err := t.startPipeline(runCtx, prepared)
 	if err != nil {
 		return err
 	}
+	released = true
 	stopProgress := t.r.Progress.Start(func() string { return t.status(obs, pl, start) })
 	// While input is being produced, kill workers if asked to.
 	killCtx, stopKills := context.WithCancel(runCtx)
@@ -208,7 +223,7 @@ func (t *trial) run(ctx context.Context) error {
 
 	interrupted := t.wait(ctx, runCtx, obs, pl, prodDone, stopKills)
 	res.CoresSelf, res.CoresMachine = cpu0.cores(sampleCPU())
-	if cfg.Workers > 0 {
+	if cfg.Workers > 0 || res.Mode.jvm() {
 		res.CoresSelf = 0 // the pipelines ran in other processes
 	}
 	stopKills()

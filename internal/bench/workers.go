@@ -50,8 +50,11 @@ func RunWorker(ctx context.Context, job Job, stdout io.Writer, log *slog.Logger)
 // runs as instance ID "w<i>", so a restart takes over its predecessor's
 // transactional ID and static group membership.
 type workerSet struct {
-	exe    string
-	args   []string
+	// command returns instance job's process; held ones (the first of a
+	// JVM mode's) wait for "go" on stdin once ready.
+	command func(job Job, held bool) *exec.Cmd
+	// hold: the first start of each worker is held until release.
+	hold   bool
 	job    Job
 	log    *slog.Logger
 	stderr io.Writer
@@ -68,13 +71,68 @@ type workerSet struct {
 type workerProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser // closing it asks the worker to stop
-	stdout bytes.Buffer
+	stdout *workerStdout
 	exited chan struct{}
 	killed bool // by us: not an unexpected exit
 }
 
+// workerStdout keeps what a worker prints (its report is the last line)
+// and tells when it printed "ready" (held workers).
+type workerStdout struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	ready chan struct{}
+	once  sync.Once
+}
+
+func newWorkerStdout() *workerStdout { return &workerStdout{ready: make(chan struct{})} }
+
+func (w *workerStdout) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if bytes.HasPrefix(w.buf.Bytes(), []byte("ready\n")) {
+		w.once.Do(func() { close(w.ready) })
+	}
+	return len(p), nil
+}
+
+// report is the last line printed, decoded: false when there is none.
+func (w *workerStdout) report() (WorkerReport, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := bytes.TrimSpace(w.buf.Bytes())
+	if i := bytes.LastIndexByte(out, '\n'); i >= 0 {
+		out = out[i+1:]
+	}
+	var rep WorkerReport
+	return rep, json.Unmarshal(out, &rep) == nil
+}
+
+// goWorkerCommand runs this binary (exe) as a worker of job.
+func goWorkerCommand(exe string, args []string) func(Job, bool) *exec.Cmd {
+	return func(job Job, _ bool) *exec.Cmd {
+		arg, err := json.Marshal(job)
+		if err != nil {
+			panic(fmt.Sprintf("bench: a job does not marshal: %v", err)) // plain data: cannot happen
+		}
+		return exec.Command(exe, append(args[:len(args):len(args)], "-"+WorkerFlag, string(arg))...)
+	}
+}
+
 func startWorkers(exe string, args []string, n int, job Job, stderr io.Writer, log *slog.Logger) (*workerSet, error) {
-	ws := &workerSet{exe: exe, args: args, job: job, log: log, stderr: stderr, procs: make([]*workerProc, n)}
+	return startWorkerSet(goWorkerCommand(exe, args), false, n, job, stderr, log)
+}
+
+// startWorkerSet starts n workers of job, each built by command; with
+// hold, they wait for release once ready (see awaitReady).
+func startWorkerSet(command func(Job, bool) *exec.Cmd, hold bool, n int, job Job, stderr io.Writer, log *slog.Logger) (*workerSet, error) {
+	if stderr != nil {
+		// Each worker's stderr is copied by a goroutine of its own: a
+		// writer that is not a file (a test's buffer) needs a lock.
+		stderr = &lockedWriter{w: stderr}
+	}
+	ws := &workerSet{command: command, hold: hold, job: job, log: log, stderr: stderr, procs: make([]*workerProc, n)}
 	for i := range n {
 		if err := ws.start(i); err != nil {
 			ws.stop(10 * time.Second)
@@ -82,6 +140,40 @@ func startWorkers(exe string, args []string, n int, job Job, stderr io.Writer, l
 		}
 	}
 	return ws, nil
+}
+
+// awaitReady waits until every held worker printed "ready", one exits, or
+// timeout passes.
+func (ws *workerSet) awaitReady(ctx context.Context, timeout time.Duration) error {
+	ws.mu.Lock()
+	procs := append([]*workerProc(nil), ws.procs...)
+	ws.mu.Unlock()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for i, p := range procs {
+		select {
+		case <-p.stdout.ready:
+		case <-p.exited:
+			return fmt.Errorf("worker w%d exited before it was ready (see its stderr above)", i)
+		case <-deadline.C:
+			return fmt.Errorf("worker w%d not ready within %v", i, timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// release lets the held workers go.
+func (ws *workerSet) release() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.hold = false
+	for i, p := range ws.procs {
+		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+			ws.log.Warn("releasing a held worker", "instance", fmt.Sprintf("w%d", i), "err", err)
+		}
+	}
 }
 
 // start runs worker i. It holds the lock throughout, so that a start
@@ -102,16 +194,14 @@ func (ws *workerSet) start(i int) error {
 	if job.DedupeDir != "" {
 		job.DedupeDir = filepath.Join(filepath.Dir(ws.job.DedupeDir), job.InstanceID)
 	}
-	arg, err := json.Marshal(job)
-	if err != nil {
-		return err
-	}
-	p := &workerProc{exited: make(chan struct{})}
-	p.cmd = exec.Command(ws.exe, append(ws.args[:len(ws.args):len(ws.args)], "-"+WorkerFlag, string(arg))...)
-	p.cmd.Stdout = &p.stdout
+	p := &workerProc{exited: make(chan struct{}), stdout: newWorkerStdout()}
+	// A restarted worker is never held: the run is under way.
+	p.cmd = ws.command(job, ws.hold)
+	p.cmd.Stdout = p.stdout
 	p.cmd.Stderr = ws.stderr
 	// The worker stops when its stdin closes: on our request, or when
 	// this process dies, so that no worker outlives its benchmark.
+	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return err
 	}
@@ -135,8 +225,8 @@ func (ws *workerSet) watch(i int, p *workerProc) {
 	if p.killed {
 		return
 	}
-	var rep WorkerReport
-	if jerr := json.Unmarshal(bytes.TrimSpace(p.stdout.Bytes()), &rep); jerr == nil {
+	rep, ok := p.stdout.report()
+	if ok {
 		ws.reports = append(ws.reports, rep)
 	}
 	if ws.stopping {
@@ -203,14 +293,18 @@ func (ws *workerSet) stop(timeout time.Duration) []WorkerReport {
 			_ = p.stdin.Close()
 		}
 	}
-	deadline := time.After(timeout)
+	// A context's Done stays closed once the time is up: every worker
+	// still running then is killed, not only the first (time.After's
+	// channel delivers once, and the next worker was waited for forever).
+	deadline, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	for _, p := range procs {
 		if p == nil {
 			continue
 		}
 		select {
 		case <-p.exited:
-		case <-deadline:
+		case <-deadline.Done():
 			ws.log.Warn("worker did not stop in time; killing it")
 			_ = p.cmd.Process.Kill()
 			<-p.exited
@@ -226,4 +320,16 @@ func (ws *workerSet) restarts() (kills, unexpected int) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	return ws.kills, ws.unexpected
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
