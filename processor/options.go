@@ -86,6 +86,8 @@ type config struct {
 	instanceID         string
 	inputs             []string
 	output             string
+	outputSet          bool // WithOutputTopic was given (its topic may be invalid)
+	noDefaultOutput    bool // WithoutDefaultOutput
 	dlq                string
 	handler            Handler
 	commitInterval     time.Duration
@@ -175,9 +177,22 @@ func WithHandler(h Handler) Opt { return opt(func(c *config) { c.handler = h }) 
 // Outputs and failures.
 
 // WithOutputTopic sets the topic of emitted records that name none, as
-// the topic of Kafka Streams' KStream.to. Default: none (every emitted
-// record must name its topic).
-func WithOutputTopic(topic string) Opt { return opt(func(c *config) { c.output = topic }) }
+// the topic of Kafka Streams' KStream.to. Required, unless
+// WithoutDefaultOutput says the handler names the topic of every record
+// it emits; the later of the two wins.
+func WithOutputTopic(topic string) Opt {
+	return opt(func(c *config) { c.output, c.outputSet, c.noDefaultOutput = topic, true, false })
+}
+
+// WithoutDefaultOutput declares a job without a default output topic: its
+// handler names the topic of every record it emits, or emits none (a job
+// whose effects are outside Kafka). A record emitted without a topic then
+// fails as a permanent error and goes to the dead-letter topic. New
+// refuses a job with neither this nor WithOutputTopic, so that a
+// forgotten output topic fails at New rather than at the first record.
+func WithoutDefaultOutput() Opt {
+	return opt(func(c *config) { c.output, c.outputSet, c.noDefaultOutput = "", false, true })
+}
 
 // WithDLQTopic sets the dead-letter topic. Records that fail permanently,
 // exhaust their retries or get stuck are written there, in the same
@@ -556,6 +571,9 @@ func (c *config) validate() error {
 		return invalid("WithDLQTopic %q is also an input topic", c.dlq)
 	case c.output != "" && contains(c.inputs, c.output):
 		return invalid("WithOutputTopic %q is also an input topic", c.output)
+	}
+	if err := c.validateNames(); err != nil {
+		return err
 	}
 	if err := c.validateDedupe(); err != nil {
 		return err
