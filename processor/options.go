@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"time"
 
@@ -134,7 +133,7 @@ func defaults() config {
 		maxBuffer:          50_000,
 		maxMetadataBytes:   4096,
 		drainTimeout:       5 * time.Second,
-		logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+		logger:             slog.Default(), // as it is when New runs
 		clientLogLevel:     slog.LevelWarn,
 		clock:              realClock{},
 	}
@@ -481,9 +480,13 @@ func WithEventID(fn func(*kgo.Record) []byte) Opt {
 
 // Observability.
 
-// WithLogger sets the logger for operational events. Kafka's Java clients
-// log through SLF4J instead, configured outside the application's code.
-// Default: discard.
+// WithLogger sets the logger for operational events. Warnings and errors
+// (franz-go's own too, see WithClientLogLevel) carry the job's group,
+// instance, brokers and topics besides what each line names. Kafka's Java
+// clients log through SLF4J instead, configured outside the application's
+// code. Default: slog.Default() as it is when New runs, which without
+// slog.SetDefault writes Info and above to the standard logger (stderr);
+// slog.New(slog.DiscardHandler) silences the processor.
 func WithLogger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }
 
 // WithClientLogLevel sets how much of franz-go's own client log reaches

@@ -44,6 +44,7 @@ func New(opts ...Opt) (*Processor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg.logger = withJobAttrs(cfg.logger, &cfg)
 	p := &Processor{cfg: cfg, hooks: hooksOf(opts)}
 	if cfg.dedupeSet {
 		p.dedupeOpts = cfg.dedupeOptions()
@@ -90,8 +91,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			p.stats.rebuilds.Add(1)
 		case errors.Is(err, ErrFenced):
 			p.stats.fenced.Add(1)
-			log.Error("fenced: another process holds this instance ID; stopping",
-				"group", p.cfg.group, "instance", p.cfg.instanceID, "err", err)
+			log.Error("fenced: another process holds this instance ID; stopping", "err", err)
 			return err
 		default:
 			return err
