@@ -35,6 +35,12 @@ var (
 	// handled again after a restart.
 	ErrNoDLQ = errors.New("processor: record needs a dead-letter topic but none is configured")
 
+	// ErrHandlerPanic is wrapped by every *PanicError: a handler (or
+	// other user code the processor calls, see PanicError) panicked. Run
+	// returns an error wrapping it, and ErrNoDLQ, when such a record needs
+	// the dead-letter topic and none is set; the record is not committed.
+	ErrHandlerPanic = errors.New("processor: handler panicked")
+
 	// ErrAlreadyRun is returned by a second call to Run.
 	ErrAlreadyRun = errors.New("processor: Run called twice")
 

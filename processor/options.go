@@ -21,6 +21,19 @@ import (
 // dead-letter topic at once; any other error is retried (see RetryPolicy).
 // ctx is canceled when the processor shuts down or the record is declared
 // stuck.
+//
+// A panic in the handler, or in what it calls on its goroutine (Once's
+// effects included), is recovered and fails the record permanently: it
+// goes to the dead-letter topic with reason "panic" and, in HeaderError,
+// the panic value, where it happened and the stack down to the handler
+// (see PanicError), and processing goes on. Without a dead-letter topic
+// Run stops with an error wrapping ErrHandlerPanic and ErrNoDLQ, and the
+// record is not committed, so it is handled again at the next start, as
+// Kafka Streams' processing.exception.handler answering FAIL stops the
+// application. Such records are counted in Stats.Panics and
+// onceflow_records_dead_lettered_total{reason="panic"}. A panic on another
+// goroutine that the handler started cannot be recovered and ends the
+// process, as in any Go program.
 type Handler func(ctx context.Context, rec *kgo.Record, out Emitter) error
 
 // Emitter collects a handler's output records.
@@ -209,8 +222,9 @@ func WithRetryPolicy(p RetryPolicy) Opt { return opt(func(c *config) { c.retry =
 // go to the dead-letter topic without retries, like Permanent(err). It
 // plays the part of Kafka Streams' processing.exception.handler
 // (KIP-1033) answering FAIL for such errors, except that the record goes
-// to the dead-letter topic and processing goes on. Default: none (only
-// errors wrapped with Permanent are permanent).
+// to the dead-letter topic and processing goes on. A panic of
+// isPermanent fails the record as a handler's panic does (see Handler).
+// Default: none (only errors wrapped with Permanent are permanent).
 func WithPermanentErrors(isPermanent func(error) bool) Opt {
 	return opt(func(c *config) { c.permanent = isPermanent })
 }
@@ -231,8 +245,9 @@ func WithStuckTimeout(d time.Duration) Opt { return opt(func(c *config) { c.stuc
 func WithOrdering(o Ordering) Opt { return opt(func(c *config) { c.ordering = o }) }
 
 // WithSessionKey sets how OrderBySession finds a record's session; fn must
-// not keep or modify the record. No Kafka setting. Default: the record
-// key.
+// not keep or modify the record. A panic of fn fails the record as a
+// handler's panic does (see Handler), without running the handler. No
+// Kafka setting. Default: the record key.
 func WithSessionKey(fn func(*kgo.Record) []byte) Opt {
 	return opt(func(c *config) { c.sessionKey = fn })
 }
@@ -472,7 +487,8 @@ func WithDedupe(dir string, opts *dedupe.Options) Opt {
 
 // WithEventID sets how WithDedupe finds a record's event ID: fn returns it,
 // or nil for a record that has none (which is then processed normally).
-// fn must not keep or modify the record. Needs WithDedupe. No Kafka
+// fn must not keep or modify the record; a panic of fn fails the record as
+// a handler's panic does (see Handler). Needs WithDedupe. No Kafka
 // setting. Default: the value of the header HeaderEventID.
 func WithEventID(fn func(*kgo.Record) []byte) Opt {
 	return opt(func(c *config) { c.eventID = fn })

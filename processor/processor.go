@@ -45,6 +45,9 @@ func New(opts ...Opt) (*Processor, error) {
 		return nil, err
 	}
 	cfg.logger = withJobAttrs(cfg.logger, &cfg)
+	if cfg.sessionKey != nil {
+		cfg.sessionKey = recoverSessionKey(cfg.sessionKey) // the loop calls it: see PanicError
+	}
 	p := &Processor{cfg: cfg, hooks: hooksOf(opts)}
 	if cfg.dedupeSet {
 		p.dedupeOpts = cfg.dedupeOptions()
@@ -110,9 +113,13 @@ type Stats struct {
 	SkippedDone  int64 // records skipped because a committed transaction finished them
 	Outputs      int64 // output records in committed transactions
 	DeadLettered int64 // dead-letter records in committed transactions
-	Rebalances   int64 // group rebalances seen (assignments and revocations)
-	Retries      int64
-	Commits      int64
+	// Panics counts the dead-letter records of reason "panic" in
+	// committed transactions (a part of DeadLettered): records whose
+	// handler, or other user code, panicked (see Handler, PanicError).
+	Panics     int64
+	Rebalances int64 // group rebalances seen (assignments and revocations)
+	Retries    int64
+	Commits    int64
 	// CommitTime is the time spent in commits (the loop's flush, offset
 	// commit and EndTxn), for the mean commit round trip.
 	CommitTime time.Duration
@@ -170,6 +177,7 @@ func (p *Processor) Stats() Stats {
 
 		PositionRegressions: p.stats.positionRegressions.Load(),
 	}
+	s.Panics = p.stats.dlqBy[reasonIndex(reasonPanic)].Load()
 	s.ActiveSessions = int(p.stats.activeSessions.Load())
 	c := p.stats.commits.Summary()
 	s.Commits, s.CommitTime, s.CommitTimeMedian, s.CommitTimeP99, s.CommitTimeMax = c.Count, c.Total, c.P50, c.P99, c.Max
