@@ -21,6 +21,18 @@ var (
 	// cannot run the protocol WithGroupProtocol asked for.
 	ErrGroupProtocolUnsupported = txn.ErrGroupProtocolUnsupported
 
+	// ErrBrokersUnreachable is wrapped by Run's error when no broker
+	// answered within WithStartTimeout; the error names each address with
+	// its last dial error.
+	ErrBrokersUnreachable = errors.New("processor: no broker answered")
+
+	// ErrTopicNotFound is wrapped by Run's error when an input, output or
+	// dead-letter topic does not exist: at start (see WithStartTimeout),
+	// or deleted while Run runs. The error names the topics and their
+	// options. What was committed stays committed: the next start resumes
+	// from it.
+	ErrTopicNotFound = errors.New("processor: topic not found")
+
 	// ErrInvalidOption wraps every configuration error returned by New.
 	ErrInvalidOption = errors.New("processor: invalid option")
 

@@ -118,6 +118,7 @@ type config struct {
 	maxBuffer          int
 	maxMetadataBytes   int
 	drainTimeout       time.Duration
+	startTimeout       time.Duration
 	logger             *slog.Logger
 	clientLogLevel     slog.Level
 	clock              Clock
@@ -146,6 +147,7 @@ func defaults() config {
 		maxBuffer:          50_000,
 		maxMetadataBytes:   4096,
 		drainTimeout:       5 * time.Second,
+		startTimeout:       30 * time.Second,
 		logger:             slog.Default(), // as it is when New runs
 		clientLogLevel:     slog.LevelWarn,
 		clock:              realClock{},
@@ -390,6 +392,16 @@ func WithRebalanceTimeout(d time.Duration) Opt {
 // Streams' KafkaStreams.close(Duration) for in-flight work. Default 5s.
 func WithDrainTimeout(d time.Duration) Opt { return opt(func(c *config) { c.drainTimeout = d }) }
 
+// WithStartTimeout bounds Run's first step, which confirms that a broker
+// answers (at a seed address and at an address the brokers advertise) and
+// that the input, output and dead-letter topics exist. Past it, or when a
+// topic is still missing after 10s, Run returns an error wrapping
+// ErrBrokersUnreachable, with each address's last dial error, or
+// ErrTopicNotFound, naming the topics. Kafka Streams fails at start with
+// MissingSourceTopicException for a missing input, and its clients give up
+// on unreachable brokers after default.api.timeout.ms (60s). Default 30s.
+func WithStartTimeout(d time.Duration) Opt { return opt(func(c *config) { c.startTimeout = d }) }
+
 // WithMaxCommitMetadataBytes sets the broker's offset.metadata.max.bytes,
 // which bounds the map of finished records above the committed offset.
 // Records that would overflow it wait, and their partition pauses. Set it
@@ -568,6 +580,8 @@ func (c *config) validate() error {
 		return invalid("WithCommitInterval (%v) must be shorter than WithTransactionTimeout (%v)", c.commitInterval, c.txnTimeout)
 	case c.sessionTimeout <= 0 || c.rebalanceTimeout <= 0:
 		return invalid("session and rebalance timeouts must be positive")
+	case c.startTimeout <= 0:
+		return invalid("WithStartTimeout: must be positive, got %v", c.startTimeout)
 	case c.drainTimeout <= 0 || c.drainTimeout >= c.rebalanceTimeout:
 		return invalid("WithDrainTimeout (%v) must be positive and shorter than the rebalance timeout (%v)", c.drainTimeout, c.rebalanceTimeout)
 	case c.groupProtocol != GroupProtocolClassic && c.groupProtocol != GroupProtocolConsumer:

@@ -62,18 +62,32 @@ func New(opts ...Opt) (*Processor, error) {
 	return p, nil
 }
 
-// Run processes records until ctx is done, then finishes in-flight records
-// (bounded by the drain timeout), commits what is finished and returns nil.
-// It returns an error wrapping ErrFenced if a newer instance took over this
-// instance's identity, and other errors only when going on would lose or
-// duplicate records (corrupt commit metadata, a record that needs a
-// dead-letter topic when none is set). Transient failures (aborted
-// transactions, fenced or timed-out clients, commits of unknown outcome)
-// are recovered inside Run.
+// Run first confirms, within WithStartTimeout, that the brokers answer and
+// that the input, output and dead-letter topics exist, or returns an error
+// wrapping ErrBrokersUnreachable or ErrTopicNotFound that names what is
+// missing. Then it processes records until ctx is done, finishes in-flight
+// records (bounded by the drain timeout), commits what is finished and
+// returns nil. It returns an error wrapping ErrFenced if a newer instance
+// took over this instance's identity, ErrTopicNotFound if one of those
+// topics is deleted while it runs (after the same drain and commit, where
+// the commit can still succeed), and other errors only when going on would
+// lose or duplicate records (corrupt commit metadata, a record that needs
+// a dead-letter topic when none is set, see ErrNoDLQ and ErrHandlerPanic).
+// Transient failures (aborted transactions, fenced or timed-out clients,
+// commits of unknown outcome) are recovered inside Run.
 func (p *Processor) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
+	if err := p.checkStart(ctx); err != nil {
+		return err
+	}
+	ctx, stopWatch := p.watchTopics(ctx)
+	return stopWatch(p.process(ctx))
+}
+
+// process is Run after its start check, under the topic watch.
+func (p *Processor) process(ctx context.Context) error {
 	p.incarnation = time.Now().UnixNano()
 	r := newRun(p)
 	defer r.close()

@@ -1,0 +1,91 @@
+package processor_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/onceflow/onceflow/internal/kafkatest"
+	"github.com/onceflow/onceflow/processor"
+)
+
+// runBounded runs a processor of opts with context.Background() and
+// requires that Run returns within bound plus some slack.
+func runBounded(t *testing.T, bound time.Duration, opts ...processor.Opt) error {
+	t.Helper()
+	p, err := processor.New(append(opts, processor.WithStartTimeout(bound))...)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- p.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		took := time.Since(start)
+		require.Less(t, took, bound+5*time.Second, "Run took %v", took)
+		return err
+	case <-time.After(bound + 60*time.Second):
+		t.Fatalf("Run did not return within %v of its start timeout %v", bound+60*time.Second, bound)
+		return nil
+	}
+}
+
+// TestStartBrokersUnreachable: with brokers that do not answer, Run
+// returns ErrBrokersUnreachable naming each address and its dial error
+// within WithStartTimeout, even with context.Background() (issue 33,
+// finding 2: it waited in silence, forever with that context).
+func TestStartBrokersUnreachable(t *testing.T) {
+	kafkatest.ProtocolIndependent(t)
+	opts := func(brokers ...string) []processor.Opt {
+		return []processor.Opt{processor.WithBrokers(brokers...), processor.WithGroup("g"), processor.WithInstanceID("i"),
+			processor.WithInputTopics("in"), processor.WithOutputTopic("out"), processor.WithHandler(copyHandler),
+			processor.WithLogger(testLogger(t))}
+	}
+	for name, tc := range map[string]struct {
+		brokers []string
+		want    []string
+	}{
+		"refused":    {[]string{"127.0.0.1:1"}, []string{"processor: no broker answered within ", "127.0.0.1:1: unable to dial: dial tcp 127.0.0.1:1: connect: connection refused"}},
+		"unresolved": {[]string{"no-such-broker.invalid:9092"}, []string{"processor: no broker answered within ", "no-such-broker.invalid:9092"}},
+		"both": {[]string{"127.0.0.1:1", "no-such-broker.invalid:9092"}, []string{"127.0.0.1:1: unable to dial: dial tcp 127.0.0.1:1: connect: connection refused",
+			"no-such-broker.invalid:9092: "}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := runBounded(t, 2*time.Second, opts(tc.brokers...)...)
+			require.ErrorIs(t, err, processor.ErrBrokersUnreachable)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+// TestStartTopicMissing: a missing input, output or dead-letter topic
+// makes Run return ErrTopicNotFound naming the topic and its option
+// within WithStartTimeout (issue 33, finding 3: a missing input made Run
+// return nil at its deadline, a missing output aborted a transaction
+// about once a second). Nothing is consumed meanwhile.
+func TestStartTopicMissing(t *testing.T) {
+	c := kafkatest.New(t)
+	for name, tc := range map[string]struct {
+		opt  func(pl *pipeline) processor.Opt
+		want string
+	}{
+		"input":  {func(*pipeline) processor.Opt { return processor.WithInputTopics("no-such-input") }, "input topic no-such-input (WithInputTopics)"},
+		"output": {func(*pipeline) processor.Opt { return processor.WithOutputTopic("no-such-output") }, "output topic no-such-output (WithOutputTopic)"},
+		"dlq":    {func(*pipeline) processor.Opt { return processor.WithDLQTopic("no-such-dlq") }, "dead-letter topic no-such-dlq (WithDLQTopic)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pl := newPipeline(t, c, 1, 10, 1)
+			pl.produce(t, 0, pl.inputs)
+			err := runBounded(t, 2*time.Second, append(pl.opts("i1", copyHandler), tc.opt(pl))...)
+			require.ErrorIs(t, err, processor.ErrTopicNotFound)
+			require.EqualError(t, err, "processor: topic not found: "+tc.want+" on brokers "+strings.Join(c.Brokers, ","))
+			require.Empty(t, c.ReadCommitted(t, pl.out))
+		})
+	}
+}
