@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 )
 
@@ -39,15 +40,35 @@ func (h *jobAttrsHandler) Enabled(ctx context.Context, level slog.Level) bool {
 }
 
 func (h *jobAttrsHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level >= slog.LevelWarn {
+	if r.Level >= slog.LevelWarn && len(h.attrs) > 0 {
+		attrs := h.attrs
+		r.Attrs(func(a slog.Attr) bool {
+			attrs = without(attrs, a.Key) // the line's own value wins
+			return true
+		})
 		r = r.Clone() // the caller's record may share its attribute array
-		r.AddAttrs(h.attrs...)
+		r.AddAttrs(attrs...)
 	}
 	return h.next.Handle(ctx, r)
 }
 
+// WithAttrs leaves out of the job's attributes those the logger now
+// carries itself (a user's logger.With("instance", ...)): one key, once.
 func (h *jobAttrsHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &jobAttrsHandler{next: h.next.WithAttrs(as), attrs: h.attrs}
+	attrs := h.attrs
+	for _, a := range as {
+		attrs = without(attrs, a.Key)
+	}
+	return &jobAttrsHandler{next: h.next.WithAttrs(as), attrs: attrs}
+}
+
+// without returns attrs without the one of key, copied if it was there.
+func without(attrs []slog.Attr, key string) []slog.Attr {
+	i := slices.IndexFunc(attrs, func(a slog.Attr) bool { return a.Key == key })
+	if i < 0 {
+		return attrs
+	}
+	return slices.Delete(slices.Clone(attrs), i, i+1)
 }
 
 func (h *jobAttrsHandler) WithGroup(name string) slog.Handler {

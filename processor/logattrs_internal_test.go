@@ -37,6 +37,12 @@ func TestLoudByDefault(t *testing.T) {
 	job := `group=g instance=i brokers=127.0.0.1:9092,127.0.0.1:9094 inputs=in1,in2 output=out dlq=dlq`
 	require.Contains(t, lines[1], `msg="a warning" component=kgo topic=in1 partition=3 `+job)
 	require.Contains(t, lines[2], `msg="an error" `+job)
+	// A key the line or the logger carries is not repeated.
+	buf.Reset()
+	log.With("instance", "mine").Warn("w", "group", "other")
+	require.Equal(t, 1, strings.Count(buf.String(), "instance="), buf.String())
+	require.Equal(t, 1, strings.Count(buf.String(), "group="), buf.String())
+	require.Contains(t, buf.String(), `msg=w instance=mine group=other brokers=`)
 	// franz-go's client log goes the same way.
 	buf.Reset()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
