@@ -87,11 +87,11 @@ func startTimedOut(ctx context.Context, cfg *config, dials *dialErrors, missing 
 	case len(missing) > 0:
 		return topicsNotFound(cfg, missing)
 	case dials.any():
-		return fmt.Errorf("%w within %v: %s", ErrBrokersUnreachable, took.Round(time.Millisecond), dials)
+		return fmt.Errorf("%w within %v: %s", ErrBrokersUnreachable, took.Round(100*time.Millisecond), dials)
 	case ctx.Err() != nil:
 		return nil // stopped before any answer or error: a stop
 	}
-	return fmt.Errorf("%w within %v: %s: no answer", ErrBrokersUnreachable, took.Round(time.Millisecond), strings.Join(cfg.brokers, ","))
+	return fmt.Errorf("%w within %v: %s: no answer", ErrBrokersUnreachable, took.Round(100*time.Millisecond), strings.Join(cfg.brokers, ","))
 }
 
 // jobTopics are the topics the job needs before it starts, in the order of
