@@ -89,3 +89,38 @@ func TestStartTopicMissing(t *testing.T) {
 		})
 	}
 }
+
+// TestTopicDeletedWhileRunning: an input or dead-letter topic deleted
+// while Run runs stops it with ErrTopicNotFound naming the topic and its
+// option (the topic watch), and what was committed before stays
+// committed, exactly once.
+func TestTopicDeletedWhileRunning(t *testing.T) {
+	c := kafkatest.New(t)
+	for _, which := range []string{"input", "dlq"} {
+		t.Run(which, func(t *testing.T) {
+			pl := newPipeline(t, c, 2, 200, 20)
+			pl.produce(t, 0, pl.inputs)
+			r := start(t, append(pl.opts("i1", copyHandler), processor.WithTopicWatchInterval(200*time.Millisecond))...)
+			rep := pl.waitDone(t, 60*time.Second)
+			require.True(t, rep.ExactlyOnce(), rep.String())
+			topic, role := pl.in, "input topic "+pl.in+" (WithInputTopics)"
+			if which == "dlq" {
+				topic, role = pl.dlq, "dead-letter topic "+pl.dlq+" (WithDLQTopic)"
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := c.Admin.DeleteTopics(ctx, topic)
+			require.NoError(t, err)
+			err = r.wait(t, 30*time.Second)
+			require.ErrorIs(t, err, processor.ErrTopicNotFound)
+			require.ErrorContains(t, err, role)
+			got := pl.c.ReadCommitted(t, pl.out)
+			require.Len(t, got, pl.inputs, "committed outputs stay, once each")
+			ids := map[string]bool{}
+			for _, r := range got {
+				require.False(t, ids[string(r.Value)], "duplicate output")
+				ids[string(r.Value)] = true
+			}
+		})
+	}
+}
