@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -191,8 +190,11 @@ func (d *dispatcher) classify(err error) (string, error) {
 // keyPanic returns the panic of the WithSessionKey function for it's
 // record, carried by its session key (see panicKeyPrefix), or nil.
 func (d *dispatcher) keyPanic(it *item) *PanicError {
-	if d.cfg.sessionKey == nil || it.sess == nil || !bytes.HasPrefix(it.sess.key, []byte(panicKeyPrefix)) {
+	if d.cfg.sessionKey == nil || it.sess == nil {
 		return nil
+	}
+	if k := it.sess.key; len(k) < len(panicKeyPrefix) || string(k[:len(panicKeyPrefix)]) != panicKeyPrefix {
+		return nil // compared without a conversion that allocates: once per record
 	}
 	return panicFromKey(it.sess.key)
 }
