@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
 	"github.com/onceflow/onceflow/processor"
@@ -123,4 +124,37 @@ func TestTopicDeletedWhileRunning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStartAdvertisedUnreachable: the seed answers, but every broker it
+// advertises is at an address this process cannot reach (a misconfigured
+// advertised.listeners): Run fails at start with ErrBrokersUnreachable
+// rather than wait for fetches that never come.
+func TestStartAdvertisedUnreachable(t *testing.T) {
+	kafkatest.ProtocolIndependent(t)
+	if kafkatest.Real() {
+		t.Skip("needs kfake's request control")
+	}
+	c := kafkatest.New(t)
+	pl := newPipeline(t, c, 1, 1, 1)
+	c.Fake.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		mreq := req.(*kmsg.MetadataRequest)
+		resp := mreq.ResponseKind().(*kmsg.MetadataResponse)
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = 0, "127.0.0.1", 1 // advertised, and unreachable
+		resp.Brokers = append(resp.Brokers, b)
+		for _, rt := range mreq.Topics {
+			t := kmsg.NewMetadataResponseTopic()
+			t.Topic = rt.Topic
+			p := kmsg.NewMetadataResponseTopicPartition()
+			p.Replicas, p.ISR = []int32{0}, []int32{0}
+			t.Partitions = append(t.Partitions, p)
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp, nil, true
+	})
+	err := runBounded(t, 3*time.Second, pl.opts("i1", copyHandler)...)
+	require.ErrorIs(t, err, processor.ErrBrokersUnreachable)
+	require.ErrorContains(t, err, "processor: no broker answered: the seed brokers answer but none of the brokers they advertise does (check advertised.listeners): broker 0 at 127.0.0.1:1: ")
 }
