@@ -19,6 +19,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/mod v0.30.0
 	golang.org/x/term v0.18.0
 	golang.org/x/text v0.32.0
 	gonum.org/v1/plot v0.17.0

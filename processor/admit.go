@@ -80,7 +80,7 @@ func (l *lifetime) admit(ctx context.Context, p *partition, it *item) error {
 // metadata would then outgrow the broker's limit: such an item waits.
 func (l *lifetime) tryAdmit(ctx context.Context, p *partition, it *item) (bool, error) {
 	if it.dlq != nil && l.cfg.dlq == "" {
-		return false, fmt.Errorf("%w: %s/%d@%d: %s", ErrNoDLQ, it.rec.Topic, it.rec.Partition, it.rec.Offset, headerValue(it.dlq, HeaderError))
+		return false, noDLQError(it)
 	}
 	wasHead := p.pending[0] == it
 	p.markDone(it)

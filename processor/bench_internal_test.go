@@ -19,7 +19,7 @@ func BenchmarkDispatchTrackComplete(b *testing.B) { benchDispatch(b) }
 
 func benchDispatch(b *testing.B, opts ...Opt) {
 	const sessions, batch = 1000, 1000
-	p, err := New(append([]Opt{WithBrokers("x"), WithGroup("g"), WithInstanceID("i"), WithInputTopics("in"),
+	p, err := New(append([]Opt{WithBrokers("x"), WithGroup("g"), WithInstanceID("i"), WithInputTopics("in"), WithoutDefaultOutput(),
 		WithHandler(func(context.Context, *kgo.Record, Emitter) error { return nil }),
 		WithIdleSessionTimeout(time.Minute)}, opts...)...)
 	if err != nil {

@@ -102,8 +102,13 @@ func (d *partDedupe) screen(its []*item) error {
 	var keys [][]byte
 	var ask []*item
 	for _, it := range its {
-		id := cfg.eventID(it.rec)
+		id, pe := callRecordFunc("WithEventID function", cfg.eventID, it.rec)
 		switch {
+		case pe != nil:
+			it.dlq = deadLetter(cfg.dlq, it, reasonPanic, pe, 0, time.Time{})
+			it.extra().failure = pe
+			logPanic(cfg, it, pe)
+			continue
 		case len(id) == 0:
 			continue
 		case len(id) > maxLen:

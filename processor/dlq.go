@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -13,10 +15,11 @@ const (
 	reasonRetriesExhausted = "retries-exhausted"
 	reasonStuck            = "stuck"
 	reasonEventIDTooLong   = "event-id-too-long" // WithDedupe: longer than MaxIDLen
+	reasonPanic            = "panic"             // user code panicked: see PanicError
 )
 
 // dlqReasons indexes the per-reason dead-letter counters.
-var dlqReasons = [...]string{reasonPermanent, reasonRetriesExhausted, reasonStuck, reasonEventIDTooLong}
+var dlqReasons = [...]string{reasonPermanent, reasonRetriesExhausted, reasonStuck, reasonEventIDTooLong, reasonPanic}
 
 func reasonIndex(reason string) int {
 	for i, r := range dlqReasons {
@@ -62,9 +65,41 @@ func deadLetter(topic string, it *item, reason string, err error, attempts int, 
 	return &kgo.Record{Topic: topic, Key: in.Key, Value: in.Value, Headers: hs}
 }
 
+// errText is the error header's text: a panic's with its stack.
 func errText(err error) string {
-	if err == nil {
+	var pe *PanicError
+	switch {
+	case err == nil:
 		return ""
+	case errors.As(err, &pe):
+		return pe.detail()
 	}
 	return err.Error()
+}
+
+// noDLQError is Run's error for a record that needs the dead-letter
+// topic when none is set.
+func noDLQError(it *item) error {
+	r := it.rec
+	var pe *PanicError
+	if it.x != nil && errors.As(it.x.failure, &pe) {
+		return fmt.Errorf("processor: record %s/%d@%d: %w; %w", r.Topic, r.Partition, r.Offset, pe, ErrNoDLQ)
+	}
+	return fmt.Errorf("%w: %s/%d@%d: %s", ErrNoDLQ, r.Topic, r.Partition, r.Offset, headerValue(it.dlq, HeaderError))
+}
+
+// logPanic reports a recovered panic where it happened, with its stack:
+// the record's fate follows (a dead letter, or Run's error without a
+// dead-letter topic).
+func logPanic(cfg *config, it *item, err error) {
+	var pe *PanicError
+	if !errors.As(err, &pe) {
+		return
+	}
+	fate := "the record goes to the dead-letter topic"
+	if cfg.dlq == "" {
+		fate = "no dead-letter topic is set (WithDLQTopic): Run stops and the record is not committed"
+	}
+	cfg.logger.Error(pe.In+" panicked; "+fate, "topic", it.rec.Topic, "partition", it.rec.Partition,
+		"offset", it.rec.Offset, "panic", fmt.Sprint(pe.Value), "at", pe.Where, "stack", pe.Stack)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,9 +167,49 @@ func TestInvalidOptions(t *testing.T) {
 		"WithMaxCommitMetadataBy": processor.WithMaxCommitMetadataBytes(10),
 		"WithDrainTimeout":        processor.WithDrainTimeout(time.Hour),
 	}
+	// Issue 33, finding 8: empty addresses and topic names, and a job
+	// without an output topic that did not say so, were accepted.
+	for want, bad := range map[string]processor.Opt{
+		"WithBrokers: address 2 of 2 is empty":      processor.WithBrokers("127.0.0.1:9092", ""),
+		"WithBrokers: address 1 of 1 is empty":      processor.WithBrokers(" "),
+		"WithInputTopics: a topic name is empty":    processor.WithInputTopics(""),
+		`WithInputTopics: topic name "a b" has ' '`: processor.WithInputTopics("a b"),
+		"WithOutputTopic: the topic name is empty":  processor.WithOutputTopic(""),
+		`WithDLQTopic: topic name ".." is not`:      processor.WithDLQTopic(".."),
+		"longer than Kafka's 249":                   processor.WithOutputTopic(strings.Repeat("x", 250)),
+	} {
+		cases[want] = bad
+	}
 	for want, bad := range cases {
 		_, err := processor.New(append(base[:len(base):len(base)], bad)...)
 		require.ErrorIs(t, err, processor.ErrInvalidOption, want)
 		require.Contains(t, err.Error(), want)
 	}
+}
+
+// TestOutputTopicRequired: New refuses a job with no output topic unless
+// WithoutDefaultOutput says its handler names the topic of every record;
+// the later of WithOutputTopic and WithoutDefaultOutput wins (issue 33,
+// finding 8).
+func TestOutputTopicRequired(t *testing.T) {
+	noOutput := []processor.Opt{
+		processor.WithBrokers("127.0.0.1:9092"),
+		processor.WithGroup("g"),
+		processor.WithInstanceID("i"),
+		processor.WithInputTopics("in"),
+		processor.WithHandler(copyHandler),
+	}
+	_, err := processor.New(noOutput...)
+	require.ErrorIs(t, err, processor.ErrInvalidOption)
+	require.EqualError(t, err, "processor: invalid option: WithOutputTopic: an output topic is required, or WithoutDefaultOutput for a handler that names the topic of every record it emits")
+	_, err = processor.New(append(noOutput, processor.WithoutDefaultOutput())...)
+	require.NoError(t, err)
+	_, err = processor.New(append(noOutput, processor.WithOutputTopic("out"), processor.WithoutDefaultOutput())...)
+	require.NoError(t, err)
+	_, err = processor.New(append(noOutput, processor.WithoutDefaultOutput(), processor.WithOutputTopic(""))...)
+	require.ErrorContains(t, err, "WithOutputTopic: the topic name is empty")
+	// The changelog topics' names come from the group's.
+	_, err = processor.New(append(noOutput, processor.WithOutputTopic("out"), processor.WithGroup("my app"),
+		processor.WithStateStore(t.TempDir(), nil))...)
+	require.ErrorContains(t, err, `WithGroup "my app": its changelog topic for input in: topic name "my app-in-changelog" has ' '`)
 }

@@ -21,6 +21,18 @@ var (
 	// cannot run the protocol WithGroupProtocol asked for.
 	ErrGroupProtocolUnsupported = txn.ErrGroupProtocolUnsupported
 
+	// ErrBrokersUnreachable is wrapped by Run's error when no broker
+	// answered within WithStartTimeout; the error names each address with
+	// its last dial error.
+	ErrBrokersUnreachable = errors.New("processor: no broker answered")
+
+	// ErrTopicNotFound is wrapped by Run's error when an input, output or
+	// dead-letter topic does not exist: at start (see WithStartTimeout),
+	// or deleted while Run runs. The error names the topics and their
+	// options. What was committed stays committed: the next start resumes
+	// from it.
+	ErrTopicNotFound = errors.New("processor: topic not found")
+
 	// ErrInvalidOption wraps every configuration error returned by New.
 	ErrInvalidOption = errors.New("processor: invalid option")
 
@@ -34,6 +46,12 @@ var (
 	// topic but none is configured. The record is not committed, so it is
 	// handled again after a restart.
 	ErrNoDLQ = errors.New("processor: record needs a dead-letter topic but none is configured")
+
+	// ErrHandlerPanic is wrapped by every *PanicError: a handler (or
+	// other user code the processor calls, see PanicError) panicked. Run
+	// returns an error wrapping it, and ErrNoDLQ, when such a record needs
+	// the dead-letter topic and none is set; the record is not committed.
+	ErrHandlerPanic = errors.New("processor: handler panicked")
 
 	// ErrAlreadyRun is returned by a second call to Run.
 	ErrAlreadyRun = errors.New("processor: Run called twice")

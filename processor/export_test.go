@@ -26,6 +26,12 @@ func WithRestoreApplyHook(f func(partition int32, records int) error) Opt {
 	return hooksOpt(func(h *testHooks) { h.restoreApply = f })
 }
 
+// WithTopicWatchInterval sets how often Run asks whether the job's topics
+// still exist (topicwatch.go's topicWatchInterval, 10s).
+func WithTopicWatchInterval(d time.Duration) Opt {
+	return hooksOpt(func(h *testHooks) { h.topicWatch = d })
+}
+
 // WithClaimRecheck sets how often an idle holder of the instance ID checks
 // its claim (claim.go's claimRecheck, 5s), so that a test can leave the
 // checks at a join alone.

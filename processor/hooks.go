@@ -18,6 +18,8 @@ type testHooks struct {
 	restoreApply func(partition int32, records int) error
 	// claimRecheck, if set, replaces claimRecheck (claim.go).
 	claimRecheck time.Duration
+	// topicWatch, if set, replaces topicWatchInterval (topicwatch.go).
+	topicWatch time.Duration
 }
 
 // hooksOpt is an Opt that sets test hooks rather than configuration.

@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"time"
 
@@ -22,6 +21,19 @@ import (
 // dead-letter topic at once; any other error is retried (see RetryPolicy).
 // ctx is canceled when the processor shuts down or the record is declared
 // stuck.
+//
+// A panic in the handler, or in what it calls on its goroutine (Once's
+// effects included), is recovered and fails the record permanently: it
+// goes to the dead-letter topic with reason "panic" and, in HeaderError,
+// the panic value, where it happened and the stack down to the handler
+// (see PanicError), and processing goes on. Without a dead-letter topic
+// Run stops with an error wrapping ErrHandlerPanic and ErrNoDLQ, and the
+// record is not committed, so it is handled again at the next start, as
+// Kafka Streams' processing.exception.handler answering FAIL stops the
+// application. Such records are counted in Stats.Panics and
+// onceflow_records_dead_lettered_total{reason="panic"}. A panic on another
+// goroutine that the handler started cannot be recovered and ends the
+// process, as in any Go program.
 type Handler func(ctx context.Context, rec *kgo.Record, out Emitter) error
 
 // Emitter collects a handler's output records.
@@ -86,6 +98,8 @@ type config struct {
 	instanceID         string
 	inputs             []string
 	output             string
+	outputSet          bool // WithOutputTopic was given (its topic may be invalid)
+	noDefaultOutput    bool // WithoutDefaultOutput
 	dlq                string
 	handler            Handler
 	commitInterval     time.Duration
@@ -105,6 +119,7 @@ type config struct {
 	maxBuffer          int
 	maxMetadataBytes   int
 	drainTimeout       time.Duration
+	startTimeout       time.Duration
 	logger             *slog.Logger
 	clientLogLevel     slog.Level
 	clock              Clock
@@ -134,7 +149,8 @@ func defaults() config {
 		maxBuffer:          50_000,
 		maxMetadataBytes:   4096,
 		drainTimeout:       5 * time.Second,
-		logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+		startTimeout:       30 * time.Second,
+		logger:             slog.Default(), // as it is when New runs
 		clientLogLevel:     slog.LevelWarn,
 		clock:              realClock{},
 	}
@@ -177,9 +193,22 @@ func WithHandler(h Handler) Opt { return opt(func(c *config) { c.handler = h }) 
 // Outputs and failures.
 
 // WithOutputTopic sets the topic of emitted records that name none, as
-// the topic of Kafka Streams' KStream.to. Default: none (every emitted
-// record must name its topic).
-func WithOutputTopic(topic string) Opt { return opt(func(c *config) { c.output = topic }) }
+// the topic of Kafka Streams' KStream.to. Required, unless
+// WithoutDefaultOutput says the handler names the topic of every record
+// it emits; the later of the two wins.
+func WithOutputTopic(topic string) Opt {
+	return opt(func(c *config) { c.output, c.outputSet, c.noDefaultOutput = topic, true, false })
+}
+
+// WithoutDefaultOutput declares a job without a default output topic: its
+// handler names the topic of every record it emits, or emits none (a job
+// whose effects are outside Kafka). A record emitted without a topic then
+// fails as a permanent error and goes to the dead-letter topic. New
+// refuses a job with neither this nor WithOutputTopic, so that a
+// forgotten output topic fails at New rather than at the first record.
+func WithoutDefaultOutput() Opt {
+	return opt(func(c *config) { c.output, c.outputSet, c.noDefaultOutput = "", false, true })
+}
 
 // WithDLQTopic sets the dead-letter topic. Records that fail permanently,
 // exhaust their retries or get stuck are written there, in the same
@@ -197,8 +226,9 @@ func WithRetryPolicy(p RetryPolicy) Opt { return opt(func(c *config) { c.retry =
 // go to the dead-letter topic without retries, like Permanent(err). It
 // plays the part of Kafka Streams' processing.exception.handler
 // (KIP-1033) answering FAIL for such errors, except that the record goes
-// to the dead-letter topic and processing goes on. Default: none (only
-// errors wrapped with Permanent are permanent).
+// to the dead-letter topic and processing goes on. A panic of
+// isPermanent fails the record as a handler's panic does (see Handler).
+// Default: none (only errors wrapped with Permanent are permanent).
 func WithPermanentErrors(isPermanent func(error) bool) Opt {
 	return opt(func(c *config) { c.permanent = isPermanent })
 }
@@ -219,8 +249,9 @@ func WithStuckTimeout(d time.Duration) Opt { return opt(func(c *config) { c.stuc
 func WithOrdering(o Ordering) Opt { return opt(func(c *config) { c.ordering = o }) }
 
 // WithSessionKey sets how OrderBySession finds a record's session; fn must
-// not keep or modify the record. No Kafka setting. Default: the record
-// key.
+// not keep or modify the record. A panic of fn fails the record as a
+// handler's panic does (see Handler), without running the handler. No
+// Kafka setting. Default: the record key.
 func WithSessionKey(fn func(*kgo.Record) []byte) Opt {
 	return opt(func(c *config) { c.sessionKey = fn })
 }
@@ -375,6 +406,16 @@ func WithRebalanceTimeout(d time.Duration) Opt {
 // Streams' KafkaStreams.close(Duration) for in-flight work. Default 5s.
 func WithDrainTimeout(d time.Duration) Opt { return opt(func(c *config) { c.drainTimeout = d }) }
 
+// WithStartTimeout bounds Run's first step, which confirms that a broker
+// answers (at a seed address and at an address the brokers advertise) and
+// that the input, output and dead-letter topics exist. Past it, or when a
+// topic is still missing after 10s, Run returns an error wrapping
+// ErrBrokersUnreachable, with each address's last dial error, or
+// ErrTopicNotFound, naming the topics. Kafka Streams fails at start with
+// MissingSourceTopicException for a missing input, and its clients give up
+// on unreachable brokers after default.api.timeout.ms (60s). Default 30s.
+func WithStartTimeout(d time.Duration) Opt { return opt(func(c *config) { c.startTimeout = d }) }
+
 // WithMaxCommitMetadataBytes sets the broker's offset.metadata.max.bytes,
 // which bounds the map of finished records above the committed offset.
 // Records that would overflow it wait, and their partition pauses. Set it
@@ -472,7 +513,8 @@ func WithDedupe(dir string, opts *dedupe.Options) Opt {
 
 // WithEventID sets how WithDedupe finds a record's event ID: fn returns it,
 // or nil for a record that has none (which is then processed normally).
-// fn must not keep or modify the record. Needs WithDedupe. No Kafka
+// fn must not keep or modify the record; a panic of fn fails the record as
+// a handler's panic does (see Handler). Needs WithDedupe. No Kafka
 // setting. Default: the value of the header HeaderEventID.
 func WithEventID(fn func(*kgo.Record) []byte) Opt {
 	return opt(func(c *config) { c.eventID = fn })
@@ -480,9 +522,13 @@ func WithEventID(fn func(*kgo.Record) []byte) Opt {
 
 // Observability.
 
-// WithLogger sets the logger for operational events. Kafka's Java clients
-// log through SLF4J instead, configured outside the application's code.
-// Default: discard.
+// WithLogger sets the logger for operational events. Warnings and errors
+// (franz-go's own too, see WithClientLogLevel) carry the job's group,
+// instance, brokers and topics besides what each line names. Kafka's Java
+// clients log through SLF4J instead, configured outside the application's
+// code. Default: slog.Default() as it is when New runs, which without
+// slog.SetDefault writes Info and above to the standard logger (stderr);
+// slog.New(slog.DiscardHandler) silences the processor.
 func WithLogger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }
 
 // WithClientLogLevel sets how much of franz-go's own client log reaches
@@ -550,6 +596,8 @@ func (c *config) validate() error {
 		return invalid("WithCommitInterval (%v) must be shorter than WithTransactionTimeout (%v)", c.commitInterval, c.txnTimeout)
 	case c.sessionTimeout <= 0 || c.rebalanceTimeout <= 0:
 		return invalid("session and rebalance timeouts must be positive")
+	case c.startTimeout <= 0:
+		return invalid("WithStartTimeout: must be positive, got %v", c.startTimeout)
 	case c.drainTimeout <= 0 || c.drainTimeout >= c.rebalanceTimeout:
 		return invalid("WithDrainTimeout (%v) must be positive and shorter than the rebalance timeout (%v)", c.drainTimeout, c.rebalanceTimeout)
 	case c.groupProtocol != GroupProtocolClassic && c.groupProtocol != GroupProtocolConsumer:
@@ -572,6 +620,9 @@ func (c *config) validate() error {
 		return invalid("WithDLQTopic %q is also an input topic", c.dlq)
 	case c.output != "" && contains(c.inputs, c.output):
 		return invalid("WithOutputTopic %q is also an input topic", c.output)
+	}
+	if err := c.validateNames(); err != nil {
+		return err
 	}
 	if err := c.validateDedupe(); err != nil {
 		return err

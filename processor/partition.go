@@ -46,6 +46,7 @@ type item struct {
 type itemExtra struct {
 	// Session-owned.
 	firstFailure time.Time
+	failure      error // what dead-lettered it, for Run's error without a dead-letter topic
 	writes       []stateWrite
 	span         trace.Span // the handle span, from the first attempt on (tracing only)
 	spanCtx      context.Context

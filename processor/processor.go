@@ -44,6 +44,10 @@ func New(opts ...Opt) (*Processor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg.logger = withJobAttrs(cfg.logger, &cfg)
+	if cfg.sessionKey != nil {
+		cfg.sessionKey = recoverSessionKey(cfg.sessionKey) // the loop calls it: see PanicError
+	}
 	p := &Processor{cfg: cfg, hooks: hooksOf(opts)}
 	if cfg.dedupeSet {
 		p.dedupeOpts = cfg.dedupeOptions()
@@ -55,18 +59,32 @@ func New(opts ...Opt) (*Processor, error) {
 	return p, nil
 }
 
-// Run processes records until ctx is done, then finishes in-flight records
-// (bounded by the drain timeout), commits what is finished and returns nil.
-// It returns an error wrapping ErrFenced if a newer instance took over this
-// instance's identity, and other errors only when going on would lose or
-// duplicate records (corrupt commit metadata, a record that needs a
-// dead-letter topic when none is set). Transient failures (aborted
-// transactions, fenced or timed-out clients, commits of unknown outcome)
-// are recovered inside Run.
+// Run first confirms, within WithStartTimeout, that the brokers answer and
+// that the input, output and dead-letter topics exist, or returns an error
+// wrapping ErrBrokersUnreachable or ErrTopicNotFound that names what is
+// missing. Then it processes records until ctx is done, finishes in-flight
+// records (bounded by the drain timeout), commits what is finished and
+// returns nil. It returns an error wrapping ErrFenced if a newer instance
+// took over this instance's identity, ErrTopicNotFound if one of those
+// topics is deleted while it runs (after the same drain and commit, where
+// the commit can still succeed), and other errors only when going on would
+// lose or duplicate records (corrupt commit metadata, a record that needs
+// a dead-letter topic when none is set, see ErrNoDLQ and ErrHandlerPanic).
+// Transient failures (aborted transactions, fenced or timed-out clients,
+// commits of unknown outcome) are recovered inside Run.
 func (p *Processor) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
+	if err := p.checkStart(ctx); err != nil {
+		return err
+	}
+	ctx, stopWatch := p.watchTopics(ctx)
+	return stopWatch(p.process(ctx))
+}
+
+// process is Run after its start check, under the topic watch.
+func (p *Processor) process(ctx context.Context) error {
 	p.incarnation = time.Now().UnixNano()
 	r := newRun(p)
 	defer r.close()
@@ -87,8 +105,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			p.stats.rebuilds.Add(1)
 		case errors.Is(err, ErrFenced):
 			p.stats.fenced.Add(1)
-			log.Error("fenced: another process holds this instance ID; stopping",
-				"group", p.cfg.group, "instance", p.cfg.instanceID, "err", err)
+			log.Error("fenced: another process holds this instance ID; stopping", "err", err)
 			return err
 		default:
 			return err
@@ -107,9 +124,13 @@ type Stats struct {
 	SkippedDone  int64 // records skipped because a committed transaction finished them
 	Outputs      int64 // output records in committed transactions
 	DeadLettered int64 // dead-letter records in committed transactions
-	Rebalances   int64 // group rebalances seen (assignments and revocations)
-	Retries      int64
-	Commits      int64
+	// Panics counts the dead-letter records of reason "panic" in
+	// committed transactions (a part of DeadLettered): records whose
+	// handler, or other user code, panicked (see Handler, PanicError).
+	Panics     int64
+	Rebalances int64 // group rebalances seen (assignments and revocations)
+	Retries    int64
+	Commits    int64
 	// CommitTime is the time spent in commits (the loop's flush, offset
 	// commit and EndTxn), for the mean commit round trip.
 	CommitTime time.Duration
@@ -167,6 +188,7 @@ func (p *Processor) Stats() Stats {
 
 		PositionRegressions: p.stats.positionRegressions.Load(),
 	}
+	s.Panics = p.stats.dlqBy[reasonIndex(reasonPanic)].Load()
 	s.ActiveSessions = int(p.stats.activeSessions.Load())
 	c := p.stats.commits.Summary()
 	s.Commits, s.CommitTime, s.CommitTimeMedian, s.CommitTimeP99, s.CommitTimeMax = c.Count, c.Total, c.P50, c.P99, c.Max

@@ -102,7 +102,12 @@ func (d *dispatcher) attempt(w *worker, it *item) (time.Duration, bool) {
 	if len(it.part.keyspaces) > 0 { // State and Once find their keyspace through it
 		ctx = context.WithValue(ctx, itemKey{}, it)
 	}
-	err := cfg.handler(ctx, it.rec, it)
+	var err error
+	if pe := d.keyPanic(it); pe != nil {
+		err = pe // its session key function panicked: the handler does not run
+	} else {
+		err = callHandler(cfg.handler, ctx, it.rec, it)
+	}
 	if err == nil {
 		err = d.checkOutputs(it)
 	}
@@ -120,17 +125,17 @@ func (d *dispatcher) attempt(w *worker, it *item) (time.Duration, bool) {
 	if x.firstFailure.IsZero() {
 		x.firstFailure = now
 	}
-	var perm *PermanentError
-	reason := ""
-	switch {
-	case errors.As(err, &perm) || (cfg.permanent != nil && cfg.permanent(err)):
-		reason = reasonPermanent
-	case cfg.retry.exhausted(int(it.attempts), now.Sub(x.firstFailure)):
+	reason, err := d.classify(err)
+	if reason == "" && cfg.retry.exhausted(int(it.attempts), now.Sub(x.firstFailure)) {
 		reason = reasonRetriesExhausted
 	}
 	if reason != "" {
 		it.resetAttempt()
 		it.dlq = deadLetter(cfg.dlq, it, reason, err, int(it.attempts), x.firstFailure)
+		x.failure = err
+		if reason == reasonPanic {
+			logPanic(cfg, it, err)
+		}
 		d.finish(it, reason, err)
 		return 0, false
 	}
@@ -157,6 +162,41 @@ func (d *dispatcher) abandon(it *item) {
 		abandonHandle(span, it)
 		it.x.span, it.x.spanCtx = nil, nil
 	}
+}
+
+// classify says which dead-letter reason a failed attempt's error has,
+// if any ("" to retry it), and returns the error to record: a panic of
+// the WithPermanentErrors classifier replaces the error it classified.
+func (d *dispatcher) classify(err error) (string, error) {
+	var perm *PermanentError
+	var pe *PanicError
+	switch {
+	case errors.As(err, &pe):
+		return reasonPanic, err
+	case errors.As(err, &perm):
+		return reasonPermanent, err
+	case d.cfg.permanent != nil:
+		isPerm, pe := callClassifier(d.cfg.permanent, err)
+		if pe != nil {
+			return reasonPanic, pe
+		}
+		if isPerm {
+			return reasonPermanent, err
+		}
+	}
+	return "", err
+}
+
+// keyPanic returns the panic of the WithSessionKey function for it's
+// record, carried by its session key (see panicKeyPrefix), or nil.
+func (d *dispatcher) keyPanic(it *item) *PanicError {
+	if d.cfg.sessionKey == nil || it.sess == nil {
+		return nil
+	}
+	if k := it.sess.key; len(k) < len(panicKeyPrefix) || string(k[:len(panicKeyPrefix)]) != panicKeyPrefix {
+		return nil // compared without a conversion that allocates: once per record
+	}
+	return panicFromKey(it.sess.key)
 }
 
 var errNoTopic = errors.New("processor: emitted record has no topic and no default output topic is set")

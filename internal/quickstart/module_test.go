@@ -1,0 +1,122 @@
+package quickstart
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/module"
+	modzip "golang.org/x/mod/zip"
+)
+
+// TestModuleAsServed builds onceflow's module zip as the Go proxy serves
+// it (golang.org/x/mod/zip, the proxy's own rules: the nested module
+// third_party/franz-go is left out), and in a module of its own that
+// requires it, with franz-go from upstream, vets the quick start and runs
+// its job on an embedded cluster under each group protocol, checking
+// exactly-once and bounded progress (testdata/job_test.go). Issue 33,
+// finding 6: `go get` delivers no franz-go patch, so this is what every
+// importer runs.
+func TestModuleAsServed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module of its own and runs a job in it")
+	}
+	repo := repoRoot(t)
+	mod := modulePath(t, repo)
+	unzipped := moduleAsServed(t, repo, mod)
+
+	dir := quickstartModule(t, repo, unzipped)
+	job, err := os.ReadFile(filepath.Join("testdata", "job_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "job_test.go"), string(job))
+	goCmd(t, dir, nil, "vet", ".")
+	if got := strings.TrimSpace(goCmd(t, dir, nil, "list", "-m", "-f", "{{.Version}} {{.Replace}}", "github.com/twmb/franz-go")); got != "v1.22.3 <nil>" {
+		t.Fatalf("franz-go in a module that imports onceflow: %q, want upstream v1.22.3 without a replace", got)
+	}
+	for _, protocol := range []string{"classic", "consumer"} {
+		t.Run(protocol, func(t *testing.T) {
+			out := goCmd(t, dir, []string{"ONCEFLOW_GROUP_PROTOCOL=" + protocol},
+				"test", "-count=1", "-timeout=5m", "-run=^TestQuickstartJob$", "-v", ".")
+			var warnings []string
+			for _, line := range strings.Split(out, "\n") {
+				switch {
+				case strings.Contains(line, "job_test.go"):
+					t.Log(strings.TrimSpace(line))
+				case strings.Contains(line, "level=WARN"), strings.Contains(line, "level=ERROR"):
+					warnings = append(warnings, line)
+				}
+			}
+			// What an importer's operator would see: the rebuilds
+			// and aborts of upstream franz-go, say.
+			t.Logf("%d warnings and errors logged", len(warnings))
+			for _, w := range warnings[:min(len(warnings), 5)] {
+				t.Log(w)
+			}
+		})
+	}
+}
+
+// moduleAsServed makes the module zip of the checkout's files (tracked,
+// or new and not ignored: what a commit of the working tree would hold) as
+// the proxy would serve a version of it, checks that it leaves out
+// third_party/franz-go, and returns the directory it unzips to.
+func moduleAsServed(t *testing.T, repo, mod string) string {
+	t.Helper()
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = repo
+	list, err := cmd.Output()
+	if err != nil {
+		t.Skipf("SKIPPED: the module zip is made from git's file list, and git ls-files failed in %s: %v", repo, err)
+	}
+	var files []modzip.File
+	for _, p := range strings.Split(strings.TrimRight(string(list), "\x00"), "\x00") {
+		fi, err := os.Lstat(filepath.Join(repo, p))
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // deleted in the working tree, or a link
+		}
+		files = append(files, diskFile{filepath.ToSlash(p), filepath.Join(repo, p), fi})
+	}
+	checked, err := modzip.CheckFiles(files)
+	if err != nil {
+		t.Fatalf("the module's files: %v", err)
+	}
+	var nested int
+	for _, o := range checked.Omitted {
+		if strings.HasPrefix(o.Path, "third_party/franz-go/") {
+			nested++
+		}
+	}
+	if nested == 0 {
+		t.Fatal("the module zip holds third_party/franz-go: the proxy would serve the franz-go patch, and this test's premise changed")
+	}
+	t.Logf("module zip: %d files; %d left out, %d of them the nested module third_party/franz-go", len(checked.Valid), len(checked.Omitted), nested)
+
+	v := module.Version{Path: mod, Version: "v0.0.0-20260101000000-000000000000"}
+	zipPath := filepath.Join(t.TempDir(), "onceflow.zip")
+	var buf bytes.Buffer
+	if err := modzip.Create(&buf, v, files); err != nil {
+		t.Fatalf("creating the module zip: %v", err)
+	}
+	write(t, zipPath, buf.String())
+	dir := filepath.Join(t.TempDir(), "onceflow")
+	if err := modzip.Unzip(dir, v, zipPath); err != nil {
+		t.Fatalf("unzipping the module zip: %v", err)
+	}
+	return dir
+}
+
+// diskFile is a file of the checkout for modzip.
+type diskFile struct {
+	slashPath, path string
+	info            os.FileInfo
+}
+
+func (f diskFile) Path() string                 { return f.slashPath }
+func (f diskFile) Lstat() (os.FileInfo, error)  { return f.info, nil }
+func (f diskFile) Open() (io.ReadCloser, error) { return os.Open(f.path) }
