@@ -152,10 +152,18 @@ func (c *committer) end(ctx context.Context, t *transaction, rewrite func(*kmsg.
 	close(t.flushed)
 	flushed = true
 	c.wake() // the next transaction's records may go out
-	if perr := t.takeProduceErr(); perr != nil {
-		c.cfg.logger.Warn("a produce failed; aborting the transaction", "err", perr)
+	if perr, to := t.takeProduceErr(); perr != nil {
+		c.cfg.logger.Warn("a produce failed; aborting the transaction", "topic", to.topic, "partition", to.partition, "err", perr)
 		if err := t.h.Abort(ctx); err != nil {
 			return endResult{err: err}
+		}
+		if topicGone(perr) {
+			// A topic that is gone fails every transaction that writes
+			// to it: stop with an error that names it, not abort and
+			// redo for good.
+			if err := c.cfg.checkTopicsGone(ctx, to.topic); err != nil {
+				return endResult{err: err}
+			}
 		}
 		if e := c.s.CheckFenced(ctx, "produce", perr); e.Class != txn.ClassAbortable {
 			return endResult{err: e}

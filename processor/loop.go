@@ -310,6 +310,13 @@ func (l *lifetime) poll(ctx context.Context) error {
 				return
 			}
 			l.cfg.logger.Warn("waiting for the group to release this instance ID (a stopped predecessor's session must expire first)", "err", err)
+		case topicGone(err):
+			// The topic watch finds it too, later.
+			if e := l.cfg.checkTopicsGone(ctx, topic); e != nil {
+				fatal = e
+				return
+			}
+			l.cfg.logger.Warn("fetch error", "topic", topic, "partition", partition, "err", err)
 		default:
 			l.cfg.logger.Warn("fetch error", "topic", topic, "partition", partition, "err", err)
 		}

@@ -37,6 +37,7 @@ type transaction struct {
 
 	mu         sync.Mutex
 	produceErr error
+	failedTo   tp           // the partition of the first record that failed
 	clNext     map[tp]int64 // next changelog offset after this transaction's writes
 }
 
@@ -128,13 +129,16 @@ func (t *transaction) produceChangelog(topic string, partition int32, key, value
 	}
 }
 
-func (t *transaction) promise(_ *kgo.Record, err error) {
+func (t *transaction) promise(r *kgo.Record, err error) {
 	if err == nil {
 		return
 	}
 	t.mu.Lock()
 	if t.produceErr == nil {
 		t.produceErr = err
+		if r != nil {
+			t.failedTo = tp{r.Topic, r.Partition}
+		}
 	}
 	t.mu.Unlock()
 }
@@ -152,13 +156,14 @@ func (t *transaction) changelogPromise(r *kgo.Record, err error) {
 	t.mu.Unlock()
 }
 
-// takeProduceErr returns and clears the first failed produce's error.
-func (t *transaction) takeProduceErr() error {
+// takeProduceErr returns and clears the first failed produce's error, with
+// the partition its record went to.
+func (t *transaction) takeProduceErr() (error, tp) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	err := t.produceErr
 	t.produceErr = nil
-	return err
+	return err, t.failedTo
 }
 
 // changelogNext returns the offset after the transaction's writes to a

@@ -426,13 +426,23 @@ func (s *Session) leaveStatic848() {
 
 // Close closes the clients. A static member does not leave the group on
 // close: a restart with the same instance ID reclaims its partitions.
-// Transactions still open are aborted by the next InitProducerID of their
-// transactional ID (a new Session's Claim), or by the coordinator after
-// the transaction timeout.
+// Transactions still open (not being ended: end them first) are aborted,
+// so that they do not hold their partitions' last stable offset until the
+// transaction timeout; if the brokers cannot be reached, the next
+// InitProducerID of their transactional IDs (a new Session's Claim) or
+// the coordinator's timeout aborts them.
 func (s *Session) Close() {
 	s.cl.CloseAllowingRebalance()
 	s.leaveStatic848()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
 	for _, p := range s.ring {
+		s.mu.Lock()
+		open := p.busy
+		s.mu.Unlock()
+		if open && p.cl.AbortBufferedRecords(ctx) == nil {
+			_ = p.cl.EndTransaction(ctx, kgo.TryAbort)
+		}
 		p.cl.Close()
 	}
 	s.offsets.close()
