@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,8 +19,7 @@ import (
 // aborted instead.
 func (l *lifetime) startCommit(ctx context.Context) error {
 	if l.txn.stale(l.parts) {
-		l.cfg.logger.Info("transaction holds work of partitions revoked or lost since; aborting it and redoing from the last commit")
-		return l.abortAll(ctx, "partitions revoked")
+		return l.abortAll(ctx, abortRevoked) // it holds work of partitions revoked or lost since
 	}
 	began := time.Now()
 	l.p.metrics.observeCommitStart(began)
@@ -70,10 +70,9 @@ func (l *lifetime) takeCommit(ctx context.Context, wait bool) error {
 	case res.err != nil:
 		return res.err
 	case res.produceFailed:
-		return l.abortAll(ctx, "produce failed")
+		return l.abortAll(ctx, abortProduce)
 	case !res.committed:
-		l.cfg.logger.Info("transaction aborted (group rebalanced or commit refused); redoing from the last commit")
-		return l.abortAll(ctx, "rebalance or refused commit")
+		return l.abortAll(ctx, abortRefused)
 	}
 	if h := l.p.hooks.afterEndTxn; h != nil {
 		if err := h(pendingStateWrites(l.parts)); err != nil {
@@ -179,17 +178,38 @@ func (l *lifetime) canOverlap() bool {
 	return len(l.keyspaces) == 0 && l.p.hooks.afterEndTxn == nil
 }
 
-// abortAll aborts the open transaction too (an abort cascades), rewinds
-// the consumer and drops everything after the last commit.
-func (l *lifetime) abortAll(ctx context.Context, reason string) error {
-	l.p.stats.aborts.Add(1)
+// abortReasons label onceflow_transactions_aborted_total and key
+// Stats.AbortsBy (see Stats.Aborts).
+var abortReasons = [...]string{"refused", "produce", "revoked", "cascade"}
+
+const (
+	abortRefused = iota
+	abortProduce
+	abortRevoked
+	abortCascade
+)
+
+// abortAll counts an aborted transaction with its reason, aborts the open
+// transaction too (an abort cascades; reason abortRevoked is the open
+// one's own), rewinds the consumer and drops everything after the last
+// commit.
+func (l *lifetime) abortAll(ctx context.Context, reason int) error {
+	l.p.stats.abortsBy[reason].Add(1)
+	if reason != abortRevoked && l.txn.used {
+		l.p.stats.abortsBy[abortCascade].Add(1)
+	}
+	parts := make([]string, 0, len(l.parts))
+	for k := range l.parts {
+		parts = append(parts, k.topic+"/"+strconv.Itoa(int(k.partition)))
+	}
+	slices.Sort(parts)
+	l.cfg.logger.Info("transaction aborted; redoing from the last commit", "reason", abortReasons[reason], "partitions", parts)
 	if err := l.c.abortOpen(ctx); err != nil {
 		return err
 	}
 	l.txn = l.c.open
 	l.s.Rewind()
 	l.rewindAll()
-	l.cfg.logger.Debug("rewound after an abort", "reason", reason)
 	l.ended()
 	return nil
 }

@@ -342,7 +342,11 @@ func (l *lifetime) intake(fs kgo.Fetches) error {
 		if ftp.Err == nil {
 			p.hwm = max(p.hwm, ftp.HighWatermark)
 		}
-		c, s := p.track(ftp.Records, now)
+		// Counted once per run: a rewind or a reassignment fetches
+		// records again, which Stats.Consumed does not count.
+		k := tp{ftp.Topic, ftp.Partition}
+		c, s := p.track(ftp.Records, now, l.r.counted[k])
+		l.r.counted[k] = max(l.r.counted[k], ftp.Records[len(ftp.Records)-1].Offset+1)
 		consumed += c
 		skipped += s
 		if e := l.dispatchWindow(p); e != nil && err == nil {

@@ -253,6 +253,10 @@ func TestLoopAbortRewindsAndRedoesOnce(t *testing.T) {
 		all = append(all, string(r.Value))
 	}
 	require.Len(t, all, 20, "each record's output is committed once: %v", all)
+	s := h.p.Stats()
+	require.Equal(t, int64(20), s.Consumed, "records fetched again after the rewind are not consumed again")
+	require.Equal(t, int64(1), s.Aborts)
+	require.Equal(t, map[string]int64{"refused": 1}, s.AbortsBy)
 	require.Equal(t, []string{"0", "2", "4", "6", "8", "10", "12", "14", "16", "18"}, h.outputValues()["s0"])
 }
 
@@ -264,6 +268,7 @@ func TestLoopFailedProduceAbortsTransaction(t *testing.T) {
 	h.commit()
 	require.Zero(t, h.c.commits, "a failed produce must not commit its input's offset")
 	require.Equal(t, 1, h.c.aborts)
+	require.Equal(t, map[string]int64{"produce": 1}, h.p.Stats().AbortsBy, "a failed produce's abort is counted")
 	h.intake(records(0, 4, 1)...)
 	h.settle(h.idle)
 	h.commit()
@@ -346,7 +351,7 @@ func TestLoopRevokeAbortsTransactionWithItsWork(t *testing.T) {
 	h.commit()
 	require.Zero(t, h.c.commits, "outputs of a revoked partition must not commit without its offset")
 	require.Empty(t, h.c.outputs)
-	require.Equal(t, int64(1), h.p.Stats().Aborts)
+	require.Equal(t, map[string]int64{"revoked": 1}, h.p.Stats().AbortsBy)
 	require.Equal(t, int64(-1), h.part().next, "in/0 is redone from its last commit (none): its state starts again")
 	require.Equal(t, 1, h.c.rewinds)
 }
@@ -406,6 +411,7 @@ func TestLoopAbortWhileEndingDropsNextTransaction(t *testing.T) {
 	require.Empty(t, h.l.txn.gate.held)
 	require.False(t, h.c.inTxn(), "the next transaction, begun while the first ended, is aborted too")
 	require.Equal(t, 1, h.c.rewinds)
+	require.Equal(t, map[string]int64{"refused": 1, "cascade": 1}, h.p.Stats().AbortsBy)
 	// Everything is redone from the last commit (none): once each.
 	h.intake(records(0, 4, 2)...)
 	h.settle(h.idle)

@@ -103,7 +103,6 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		counter("records_produced_total", "Output records in committed transactions (Stats.Outputs).", s.outputs.Load),
 		counter("retries_total", "Handler retries after transient errors (Stats.Retries).", s.retries.Load),
 		counter("transactions_committed_total", "Committed transactions (Stats.Commits).", s.commits.Count),
-		counter("transactions_aborted_total", "Aborted transactions (Stats.Aborts).", s.aborts.Load),
 		counter("fenced_total", "Times this instance was fenced by a newer one with the same instance ID (Stats.Fenced).", s.fenced.Load),
 		counter("client_rebuilds_total", "Transactional clients rebuilt after timeouts, fencing of the producer epoch or unknown commit outcomes (Stats.Rebuilds).", s.rebuilds.Load),
 		counter("rebalances_total", "Group rebalances that changed or confirmed this instance's assignment (Stats.Rebalances).", s.rebalances.Load),
@@ -125,6 +124,13 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 			Help:        "Dead-letter records in committed transactions, by reason (their sum is Stats.DeadLettered).",
 			ConstLabels: prometheus.Labels{"group": cfg.group, "instance": cfg.instanceID, "reason": reason},
 		}, func() float64 { return float64(s.dlqBy[i].Load()) }))
+	}
+	for i, reason := range abortReasons {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Name: "transactions_aborted_total",
+			Help:        "Aborted transactions, by reason (their sum is Stats.Aborts; see Stats.AbortsBy).",
+			ConstLabels: prometheus.Labels{"group": cfg.group, "instance": cfg.instanceID, "reason": reason},
+		}, func() float64 { return float64(s.abortsBy[i].Load()) }))
 	}
 	for _, c := range cs {
 		reg.MustRegister(c)

@@ -139,8 +139,8 @@ type partition struct {
 }
 
 func newPartition(topic string, id int32, gen uint64, committed int64, done []offsetmeta.Range) *partition {
-	p := &partition{metaBound: 1, topic: topic, id: id, next: committed, committed: committed, committedDone: done, skip: done,
-		laneKey: fmt.Appendf(nil, "%s/%d", topic, id), hwm: -1}
+	p := &partition{metaBound: offsetmeta.BinaryLen(committed, done), topic: topic, id: id, next: committed, committed: committed,
+		committedDone: done, skip: done, laneKey: fmt.Appendf(nil, "%s/%d", topic, id), hwm: -1}
 	p.gen.Store(gen)
 	return p
 }
@@ -152,8 +152,9 @@ func (p *partition) unfinished() int { return len(p.pending) - len(p.undispatche
 
 // track queues newly fetched records. Refetched ones (after a rewind) are
 // ignored and ones an earlier transaction finished are done at once. The
-// items of one fetch share one allocation.
-func (p *partition) track(recs []*kgo.Record, now time.Time) (consumed, skipped int64) {
+// items of one fetch share one allocation. It counts the records it takes
+// (consumed) and those it finds done (skipped) from offset countFrom on.
+func (p *partition) track(recs []*kgo.Record, now time.Time, countFrom int64) (consumed, skipped int64) {
 	gen, fetched := p.gen.Load(), now.UnixNano()
 	var slab []item
 	for i, r := range recs {
@@ -161,9 +162,14 @@ func (p *partition) track(recs []*kgo.Record, now time.Time) (consumed, skipped 
 		if !isNew {
 			continue
 		}
-		consumed++
+		count := r.Offset >= countFrom
+		if count {
+			consumed++
+		}
 		if finished {
-			skipped++
+			if count {
+				skipped++
+			}
 			if len(p.pending) > 0 {
 				p.appendDone(&item{rec: r, part: p, gen: gen, done: true})
 			}
@@ -247,29 +253,43 @@ func (p *partition) measureMeta() {
 }
 
 // commitPoint is the offset to commit (the lowest unfinished record, or the
-// next offset to fetch) and the finished ranges above it.
+// next offset to fetch) and the finished ranges above it: the finished
+// records pending, and the ranges an earlier transaction finished that
+// are not fetched again yet (skip, above next). Without those, a commit
+// right after a rewind, a restart or a rebalance, before the fetch caught
+// up with them, would drop them from the metadata, and the records would
+// be done twice.
 func (p *partition) commitPoint() (int64, []offsetmeta.Range) {
-	if len(p.pending) == 0 {
-		return p.next, nil
-	}
-	base := p.pending[0].rec.Offset
-	if p.done == 0 {
-		return base, nil
-	}
-	// pending[0] is unfinished; consecutive finished items form one range,
-	// which also covers offsets between them that hold no record.
+	base := p.next
 	var out []offsetmeta.Range
-	prevDone := false
-	for _, it := range p.pending[1:] {
-		switch {
-		case !it.done:
-			prevDone = false
-		case prevDone:
-			out[len(out)-1].End = it.rec.Offset + 1
-		default:
-			out = append(out, offsetmeta.Range{Start: it.rec.Offset, End: it.rec.Offset + 1})
-			prevDone = true
+	if len(p.pending) > 0 {
+		base = p.pending[0].rec.Offset
+		// pending[0] is unfinished; consecutive finished items form one
+		// range, which also covers offsets between them that hold no
+		// record.
+		prevDone := false
+		for _, it := range p.pending[1:] {
+			switch {
+			case !it.done:
+				prevDone = false
+			case prevDone:
+				out[len(out)-1].End = it.rec.Offset + 1
+			default:
+				out = append(out, offsetmeta.Range{Start: it.rec.Offset, End: it.rec.Offset + 1})
+				prevDone = true
+			}
 		}
+	}
+	for _, r := range p.skip {
+		if r.End <= p.next {
+			continue
+		}
+		r.Start = max(r.Start, p.next)
+		if n := len(out); n > 0 && out[n-1].End >= r.Start {
+			out[n-1].End = max(out[n-1].End, r.End)
+			continue
+		}
+		out = append(out, r)
 	}
 	return base, out
 }
@@ -278,7 +298,9 @@ func (p *partition) commitPoint() (int64, []offsetmeta.Range) {
 // The exact size is only measured when the running upper bound exceeds it,
 // so the cost per finished record stays constant away from the limit.
 func (p *partition) metadataFits(max int) bool {
-	if p.done == 0 || offsetmeta.EncodedLenOf(p.metaBound) <= max {
+	// Ranges still to skip (after a rewind or an assignment) are outside
+	// the running bound's model: measure while there are any.
+	if p.done == 0 || len(p.skip) == 0 && offsetmeta.EncodedLenOf(p.metaBound) <= max {
 		return true
 	}
 	p.measureMeta()

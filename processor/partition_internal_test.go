@@ -3,6 +3,7 @@ package processor
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -54,4 +55,34 @@ func TestPartitionRunsModel(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCommitPointKeepsUnfetchedSkips: the ranges an earlier transaction
+// finished stay in the commit point until they are fetched again. A
+// commit right after a rewind (nothing fetched yet), or after a fetch that
+// stopped short of them, dropped them: the next owner did those records
+// again (TestDedupeAbortLeavesNoMarks counted the duplicates of an aborted
+// transaction's rewind twice).
+func TestCommitPointKeepsUnfetchedSkips(t *testing.T) {
+	done := []offsetmeta.Range{{Start: 12, End: 15}, {Start: 20, End: 22}}
+	p := newPartition("t", 0, 1, 10, done)
+	base, ranges := p.commitPoint()
+	require.Equal(t, int64(10), base)
+	require.Equal(t, done, ranges, "nothing fetched yet: the committed point stands")
+
+	recs := []*kgo.Record{{Offset: 10}, {Offset: 11}, {Offset: 12}, {Offset: 13}}
+	consumed, skipped := p.track(recs, time.Now(), 0)
+	require.Equal(t, int64(4), consumed)
+	require.Equal(t, int64(2), skipped)
+	base, ranges = p.commitPoint()
+	require.Equal(t, int64(10), base)
+	require.Equal(t, []offsetmeta.Range{{Start: 12, End: 15}, {Start: 20, End: 22}}, ranges,
+		"fetched up to 13: 12-13 are pending and done, 14 and 20-21 still to fetch")
+
+	p.markDone(p.pending[0])
+	p.markDone(p.pending[0])
+	base, ranges = p.commitPoint()
+	require.Equal(t, int64(14), base, "10 and 11 finished, then 12 and 13 finished earlier: the next to fetch")
+	require.Equal(t, []offsetmeta.Range{{Start: 14, End: 15}, {Start: 20, End: 22}}, ranges)
+	require.True(t, p.metadataFits(64))
 }

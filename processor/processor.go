@@ -144,7 +144,14 @@ type Stats struct {
 	CommitTimeP99    time.Duration
 	CommitTimeMax    time.Duration
 
-	Aborts        int64 // transactions aborted (rebalances, refused commits)
+	// Aborts counts aborted transactions; AbortsBy the same by reason:
+	// "refused" (the group or the coordinator refused the offset commit
+	// or EndTxn: a rebalance, an expelled member), "produce" (a record of
+	// it failed), "revoked" (it held work of a partition revoked or lost
+	// since), "cascade" (the transaction before it aborted, and its work
+	// depended on that one).
+	Aborts        int64
+	AbortsBy      map[string]int64
 	Rebuilds      int64 // clients rebuilt after fencing, timeouts or unknown outcomes
 	Reprocessed   int64 // finished records whose work an abort threw away
 	Fenced        int64
@@ -161,9 +168,10 @@ type Stats struct {
 }
 
 type counters struct {
-	consumed, skipped, outputs, dlq, retries, aborts, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
-	dups, marksRestored, positionRegressions, activeSessions                                              atomic.Int64
-	dlqBy                                                                                                 [len(dlqReasons)]atomic.Int64
+	consumed, skipped, outputs, dlq, retries, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
+	dups, marksRestored, positionRegressions, activeSessions                                      atomic.Int64
+	dlqBy                                                                                         [len(dlqReasons)]atomic.Int64
+	abortsBy                                                                                      [len(abortReasons)]atomic.Int64
 
 	commits durations.Recorder // each committed transaction's round trip: count, total and quantiles
 }
@@ -177,7 +185,6 @@ func (p *Processor) Stats() Stats {
 		DeadLettered:  p.stats.dlq.Load(),
 		Rebalances:    p.stats.rebalances.Load(),
 		Retries:       p.stats.retries.Load(),
-		Aborts:        p.stats.aborts.Load(),
 		Rebuilds:      p.stats.rebuilds.Load(),
 		Reprocessed:   p.stats.reprocessed.Load(),
 		Fenced:        p.stats.fenced.Load(),
@@ -189,6 +196,14 @@ func (p *Processor) Stats() Stats {
 		PositionRegressions: p.stats.positionRegressions.Load(),
 	}
 	s.Panics = p.stats.dlqBy[reasonIndex(reasonPanic)].Load()
+	s.AbortsBy = make(map[string]int64, len(abortReasons))
+	for i, reason := range abortReasons {
+		n := p.stats.abortsBy[i].Load()
+		s.Aborts += n
+		if n > 0 {
+			s.AbortsBy[reason] = n
+		}
+	}
 	s.ActiveSessions = int(p.stats.activeSessions.Load())
 	c := p.stats.commits.Summary()
 	s.Commits, s.CommitTime, s.CommitTimeMedian, s.CommitTimeP99, s.CommitTimeMax = c.Count, c.Total, c.P50, c.P99, c.Max

@@ -31,13 +31,17 @@ type run struct {
 	// a holder, waits for (the loop's; see txn.Session.CheckReplaced).
 	waitedFor txn.HolderWait
 
+	// counted is, per input partition, the offset after the last record
+	// counted in Stats.Consumed: the loop's, across its lifetimes.
+	counted map[tp]int64
+
 	store        *statestore.Store   // nil without WithStateStore
 	marks        *dedupe.Store       // nil without WithDedupe
 	changelogIDs map[string][16]byte // changelog topic IDs, for checkpoints
 }
 
 func newRun(p *Processor) *run {
-	r := &run{p: p, cfg: &p.cfg, comps: newCompletionQueue()}
+	r := &run{p: p, cfg: &p.cfg, comps: newCompletionQueue(), counted: make(map[tp]int64)}
 	r.d = newDispatcher(&p.cfg, 4*runtime.GOMAXPROCS(0), r.comps.push, &p.stats.activeSessions, &p.stats.retries, p.tracer)
 	return r
 }

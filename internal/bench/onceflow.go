@@ -20,6 +20,7 @@ type onceflowPipeline struct {
 	p   *processor.Processor
 	w   *work
 	obs *observability
+	rt  *requestTimes
 }
 
 func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) {
@@ -91,11 +92,13 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 		opts = append(opts, processor.WithPositionGuard())
 	}
 	obs := newObservability(job)
+	rt := newRequestTimes()
+	opts = append(opts, processor.WithKgoOpts(kgo.WithHooks(rt)))
 	p, err := processor.New(append(opts, obs.opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	return &onceflowPipeline{p: p, w: w, obs: obs}, nil
+	return &onceflowPipeline{p: p, w: w, obs: obs, rt: rt}, nil
 }
 
 func (o *onceflowPipeline) run(ctx context.Context) error { return o.obs.run(ctx, o.p.Run) }
@@ -104,7 +107,8 @@ func (o *onceflowPipeline) counters() Counters {
 	s := o.p.Stats()
 	return o.w.count(Counters{Commits: s.Commits, CommitNanos: int64(s.CommitTime),
 		CommitP50: int64(s.CommitTimeMedian), CommitP99: int64(s.CommitTimeP99), CommitMax: int64(s.CommitTimeMax),
-		Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds, Spans: o.obs.spans.Load(), DupsSkipped: s.DuplicatesSkipped})
+		Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds, Spans: o.obs.spans.Load(), DupsSkipped: s.DuplicatesSkipped,
+		Requests: o.rt.summary()})
 }
 
 // stateOutOfStep starts the error of a record whose session counter is not

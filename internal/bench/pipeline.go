@@ -79,6 +79,9 @@ type Counters struct {
 	Rebuilds  int64 `json:"rebuilds,omitempty"`
 	// DupsSkipped is onceflow's Stats.DuplicatesSkipped (-dup-rate).
 	DupsSkipped int64 `json:"duplicates_skipped,omitempty"`
+	// Requests times onceflow's requests to the brokers by kind (end to
+	// end as the client sees them): what its commits are made of.
+	Requests map[string]RequestTime `json:"requests,omitempty"`
 
 	Sleeps     int64 `json:"handler_sleeps,omitempty"`   // simulated handler calls that slept
 	SleptNanos int64 `json:"handler_slept_ns,omitempty"` // their total sleep, as measured
@@ -98,6 +101,16 @@ func (c *Counters) add(o Counters) {
 	c.Aborts += o.Aborts
 	c.Retries += o.Retries
 	c.Rebuilds += o.Rebuilds
+	for name, t := range o.Requests {
+		if c.Requests == nil {
+			c.Requests = make(map[string]RequestTime)
+		}
+		s := c.Requests[name]
+		s.Count += t.Count
+		s.Errors += t.Errors
+		s.P50, s.P99 = max(s.P50, t.P50), max(s.P99, t.P99)
+		c.Requests[name] = s
+	}
 	c.DupsSkipped += o.DupsSkipped
 	c.Sleeps += o.Sleeps
 	c.SleptNanos += o.SleptNanos

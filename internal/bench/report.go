@@ -177,6 +177,9 @@ func notes(pr *message.Printer, w io.Writer, who string, r Result) {
 				who, c.Commits, nsToMs(c.CommitP50), nsToMs(c.CommitP99), nsToMs(c.CommitMax), c.commitMs(), what)
 		}
 	}
+	if len(r.Counters.Requests) > 0 {
+		pr.Fprintf(w, "%s: requests, end to end: %s\n", who, requestsLine(r.Counters.Requests))
+	}
 	if r.Mode.jvm() && r.Counters.Rebuilds > 0 {
 		pr.Fprintf(w, "%s: %d stream threads died (their errors are on stderr) and were replaced\n", who, r.Counters.Rebuilds)
 	}
