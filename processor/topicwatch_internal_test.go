@@ -42,6 +42,12 @@ func TestCheckTopicsGone(t *testing.T) {
 
 	_, err = c.Admin.DeleteTopics(ctx, out)
 	require.NoError(t, err)
+	// A real cluster's brokers learn of the deletion over a few seconds;
+	// while one still lists the topic, the check rightly says nothing.
+	require.Eventually(t, func() bool {
+		td, err := c.Admin.ListTopics(ctx, out)
+		return err == nil && !td.Has(out)
+	}, 30*time.Second, 100*time.Millisecond, "the deletion of %s never showed", out)
 	require.ErrorContains(t, cfg.checkTopicsGone(ctx, in, out), "output topic "+out+" (WithOutputTopic)")
 
 	cfg.brokers = []string{"127.0.0.1:1"}
