@@ -58,8 +58,10 @@ func New(opts ...Opt) (*Processor, error) {
 	return p, nil
 }
 
-// Run processes records until ctx is done, then finishes in-flight records
-// (bounded by the drain timeout), commits what is finished and returns nil.
+// Run processes records until ctx is done (or, with WithStopAtEnd, until
+// the group has committed the input up to the ends recorded at start),
+// then finishes in-flight records (bounded by the drain timeout), commits
+// what is finished and returns nil.
 // It returns an error wrapping ErrFenced if a newer instance took over this
 // instance's identity, and other errors only when going on would lose or
 // duplicate records (corrupt commit metadata, a record that needs a
@@ -71,6 +73,16 @@ func (p *Processor) Run(ctx context.Context) error {
 		return ErrAlreadyRun
 	}
 	p.incarnation = time.Now().UnixNano()
+	if p.cfg.stopAtEnd {
+		// A bounded run (stopatend.go): the watcher cancels ctx once
+		// the group is done, and Run stops as on any cancel.
+		wctx, stop, done, err := startEndWatch(ctx, &p.cfg)
+		if err != nil || done {
+			return err
+		}
+		defer stop()
+		ctx = wctx
+	}
 	r := newRun(p)
 	defer r.close()
 	if err := r.open(ctx); err != nil {
