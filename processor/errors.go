@@ -35,6 +35,13 @@ var (
 	// handled again after a restart.
 	ErrNoDLQ = errors.New("processor: record needs a dead-letter topic but none is configured")
 
+	// ErrUnauthenticated is returned by Run when the brokers refuse the
+	// client's connection or credentials: a listener that needs TLS or
+	// SASL the client was not given (see WithKgoOpts), a wrong password,
+	// a certificate the client does not trust. Going on could not help,
+	// so Run stops at once instead of retrying.
+	ErrUnauthenticated = errors.New("processor: the brokers refused the connection or its credentials")
+
 	// ErrAlreadyRun is returned by a second call to Run.
 	ErrAlreadyRun = errors.New("processor: Run called twice")
 

@@ -73,6 +73,9 @@ func (p *Processor) Run(ctx context.Context) error {
 		return ErrAlreadyRun
 	}
 	p.incarnation = time.Now().UnixNano()
+	if err := checkAccess(ctx, &p.cfg); err != nil || ctx.Err() != nil {
+		return err // access.go
+	}
 	if p.cfg.stopAtEnd {
 		// A bounded run (stopatend.go): the watcher cancels ctx once
 		// the group is done, and Run stops as on any cancel.

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflow/onceflow/internal/clientsec"
 )
 
 // WithStopAtEnd makes Run a bounded run, for loads and backfills: at start
@@ -131,22 +133,17 @@ func (w *endWatch) listEnds(ctx context.Context) (map[tp]int64, error) {
 }
 
 // retriable reports whether a failed admin request may succeed later.
-// Authentication and authorization failures, and unknown topics, do not
+// Refused credentials and authorization (clientsec.IsAuthError) do not
 // pass by themselves: they stop the run with the error.
 func retriable(err error) bool {
+	if clientsec.IsAuthError(err) {
+		return false
+	}
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
 		return ke.Retriable
 	}
-	var eof *kgo.ErrFirstReadEOF
-	return !errors.As(err, &eof) && !isAuthErr(err)
-}
-
-// isAuthErr reports a SASL or TLS failure as franz-go returns it.
-func isAuthErr(err error) bool {
-	return errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) ||
-		errors.Is(err, kerr.UnsupportedSaslMechanism) || errors.Is(err, kerr.TopicAuthorizationFailed) ||
-		errors.Is(err, kerr.GroupAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
+	return true
 }
 
 // watch polls the group until it is done, then cancels the run.
