@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/onceflow/onceflow/internal/clientsec"
 )
 
 // WorkerFlag is the hidden flag that makes the binary run one Job (given
@@ -102,12 +105,19 @@ func (ws *workerSet) start(i int) error {
 	if job.DedupeDir != "" {
 		job.DedupeDir = filepath.Join(filepath.Dir(ws.job.DedupeDir), job.InstanceID)
 	}
+	// The SASL password goes in the worker's environment, not on its
+	// command line, where any user's process listing would show it.
+	password := job.Security.Password
+	job.Security.Password = ""
 	arg, err := json.Marshal(job)
 	if err != nil {
 		return err
 	}
 	p := &workerProc{exited: make(chan struct{})}
 	p.cmd = exec.Command(ws.exe, append(ws.args[:len(ws.args):len(ws.args)], "-"+WorkerFlag, string(arg))...)
+	if password != "" {
+		p.cmd.Env = append(os.Environ(), clientsec.PasswordEnv+"="+password)
+	}
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = ws.stderr
 	// The worker stops when its stdin closes: on our request, or when

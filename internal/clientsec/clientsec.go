@@ -261,6 +261,11 @@ func IsAuthError(err error) bool {
 		errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &header) {
 		return true
 	}
+	// A plaintext client answered with a TLS alert: franz-go says so in
+	// an unwrapped error, so its words are all there is to match.
+	if strings.Contains(err.Error(), "is this a plaintext connection speaking to a tls endpoint") {
+		return true
+	}
 	for _, e := range []error{kerr.SaslAuthenticationFailed, kerr.IllegalSaslState, kerr.UnsupportedSaslMechanism,
 		kerr.ClusterAuthorizationFailed, kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed,
 		kerr.TransactionalIDAuthorizationFailed} {
