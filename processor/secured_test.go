@@ -50,7 +50,9 @@ func TestSecuredEveryClient(t *testing.T) {
 	// and marks and reads the position log.
 	held, release := gated(pl.inputs / 2)
 	first := start(t, opts(held)...)
-	pl.waitOutputs(t, pl.inputs/4, 30*time.Second)
+	// A fresh broker's first transaction waits for its transaction
+	// log to be created: more than 30s on a busy machine.
+	pl.waitOutputs(t, pl.inputs/4, 90*time.Second)
 	require.NoError(t, first.stop(t))
 	release()
 	second := start(t, opts(counterless)...)
