@@ -74,7 +74,8 @@ type endWatch struct {
 
 // startEndWatch records the end offsets and starts the watcher, which
 // cancels the returned context once the group is done. done reports that
-// it was done already; stop ends the watcher and closes its client.
+// Run has nothing to do: the group was done already (or ctx ended); stop
+// ends the watcher and closes its client.
 func startEndWatch(ctx context.Context, cfg *config) (_ context.Context, stop func(), done bool, err error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, cfg.clientOpts()...)...)
 	if err != nil {
@@ -86,7 +87,7 @@ func startEndWatch(ctx context.Context, cfg *config) (_ context.Context, stop fu
 		cl.Close()
 		return nil, nil, false, err
 	}
-	if done, err = w.done(ctx, true); err != nil || done {
+	if done, err = w.firstCheck(ctx); err != nil || done {
 		cl.Close()
 		return nil, nil, done, err
 	}
@@ -144,6 +145,28 @@ func retriable(err error) bool {
 		return ke.Retriable
 	}
 	return true
+}
+
+// firstCheck asks whether the group is done before Run starts, retrying
+// what may pass: on a fresh cluster the group coordinator answers
+// COORDINATOR_NOT_AVAILABLE until its offsets topic exists (seen on a
+// fresh 3-node cluster: the bounded run failed at once).
+func (w *endWatch) firstCheck(ctx context.Context) (bool, error) {
+	for {
+		done, err := w.done(ctx, true)
+		if err == nil || !retriable(err) {
+			if err != nil {
+				err = fmt.Errorf("processor: WithStopAtEnd: reading the group's committed offsets: %w", err)
+			}
+			return done, err
+		}
+		w.cfg.logger.Debug("bounded run: checking the group's progress failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return true, nil // Run returns nil on a stop
+		case <-time.After(endPollInterval):
+		}
+	}
 }
 
 // watch polls the group until it is done, then cancels the run.

@@ -274,7 +274,9 @@ func (d *description) addTransactions(ctx context.Context, adm admin, g groupInf
 					}
 					if dt.StartTimestamp > 0 {
 						started := time.UnixMilli(dt.StartTimestamp)
-						t.Started, t.Age = &started, now.Sub(started)
+						// Clocks differ: a transaction begun a moment ago may
+						// look as if it had begun in the future.
+						t.Started, t.Age = &started, max(now.Sub(started), 0)
 					}
 				}
 			}
