@@ -316,7 +316,7 @@ func inspectDedupe(v *dedupe.View, dir string, opts dedupe.Options, now time.Tim
 }
 
 func printDedupeReport(w io.Writer, rep *dedupeReport) error {
-	fmt.Fprintf(w, "dedupe store %s (%s, %d opens): %d marks, %d expired (made before %s: TTL %v, buckets of %v), %d awaiting indexing\n",
+	fmt.Fprintf(w, "dedupe store %s (%s, run counter %d): %d marks, %d expired (made before %s: TTL %v, buckets of %v), %d awaiting indexing\n",
 		rep.Dir, rep.Format, rep.Opens, rep.Marks, rep.Expired, rep.LiveFrom.UTC().Format(time.RFC3339), rep.TTL, rep.BucketWidth, rep.Unindexed)
 	if rep.Other > 0 {
 		fmt.Fprintf(w, "%d marks are not in a processor's layout (the store was used directly)\n", rep.Other)
