@@ -16,8 +16,10 @@ import (
 // not give, a wrong password, an untrusted certificate) stops Run with
 // ErrUnauthenticated and franz-go's reason; franz-go's own clients would
 // retry such a connection until each request's timeout, and the group and
-// transaction loops forever. Brokers that cannot be reached yet are
-// waited for, as Run always has.
+// transaction loops forever. A refusal counts once it came back after a
+// pause (clientsec.Probe): a restarting broker closes new connections too,
+// for a moment. Brokers that cannot be reached yet are waited for, as Run
+// always has.
 func checkAccess(ctx context.Context, cfg *config) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, cfg.clientOpts()...)...)
 	if err != nil {

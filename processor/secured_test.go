@@ -95,7 +95,7 @@ func TestSecuredWithoutCredentials(t *testing.T) {
 		{"no TLS", noTLS, "TLS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.sec.Password != c.Security.Password && c.Fake != nil {
+			if tc.sec.Password == wrong.Password && c.Fake != nil {
 				// Kafka answers SASL_AUTHENTICATION_FAILED; kfake
 				// closes the connection instead, which a client
 				// cannot tell from a broker going away.

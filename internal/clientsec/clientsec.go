@@ -277,14 +277,19 @@ func IsAuthError(err error) bool {
 }
 
 // Probe connects to the seed brokers of cl, one at a time, and returns nil
-// as soon as one answers a Metadata request (for no topics), or the first
-// error IsAuthError reports. Brokers that cannot be reached are tried again
+// as soon as one answers a Metadata request (for no topics), or an error
+// IsAuthError reports once it has come back after a pause: a broker that
+// is shutting down or restarting may also close a new connection at once,
+// but only for a moment. Brokers that cannot be reached are tried again
 // after retry, until ctx ends; then Probe returns the last error. A client
-// whose connection is refused for good thus fails at once with the reason,
-// where a franz-go client would retry every request until its timeout.
+// whose connection is refused for good thus fails within about retry, with
+// the reason, where a franz-go client would retry every request until its
+// timeout.
 func Probe(ctx context.Context, cl *kgo.Client, retry time.Duration) error {
+	refused := false // the last round ended in a refusal
 	for {
 		var last error
+		round := false
 		for _, b := range cl.SeedBrokers() {
 			req := kmsg.NewPtrMetadataRequest()
 			req.Topics = []kmsg.MetadataRequestTopic{}
@@ -295,10 +300,14 @@ func Probe(ctx context.Context, cl *kgo.Client, retry time.Duration) error {
 				return nil
 			}
 			if IsAuthError(err) {
-				return err
+				if refused {
+					return err
+				}
+				round = true
 			}
 			last = err
 		}
+		refused = round
 		select {
 		case <-ctx.Done():
 			if last == nil {
