@@ -39,7 +39,8 @@ var (
 	// client's connection or credentials: a listener that needs TLS or
 	// SASL the client was not given (see WithKgoOpts), a wrong password,
 	// a certificate the client does not trust. Going on could not help,
-	// so Run stops at once instead of retrying.
+	// so Run stops within seconds (a refusal is confirmed once after a
+	// pause: see access.go) instead of retrying.
 	ErrUnauthenticated = errors.New("processor: the brokers refused the connection or its credentials")
 
 	// ErrAlreadyRun is returned by a second call to Run.

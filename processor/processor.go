@@ -61,13 +61,14 @@ func New(opts ...Opt) (*Processor, error) {
 // Run processes records until ctx is done (or, with WithStopAtEnd, until
 // the group has committed the input up to the ends recorded at start),
 // then finishes in-flight records (bounded by the drain timeout), commits
-// what is finished and returns nil.
-// It returns an error wrapping ErrFenced if a newer instance took over this
-// instance's identity, and other errors only when going on would lose or
-// duplicate records (corrupt commit metadata, a record that needs a
-// dead-letter topic when none is set). Transient failures (aborted
-// transactions, fenced or timed-out clients, commits of unknown outcome)
-// are recovered inside Run.
+// what is finished and returns nil. It returns an error wrapping ErrFenced
+// if a newer instance took over this instance's identity, one wrapping
+// ErrUnauthenticated at start if the brokers refuse its TLS or SASL
+// settings, and other errors only when going on would lose or duplicate
+// records (corrupt commit metadata, a record that needs a dead-letter
+// topic when none is set). Transient failures (aborted transactions,
+// fenced or timed-out clients, commits of unknown outcome) are recovered
+// inside Run.
 func (p *Processor) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
