@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/onceflow/onceflow/internal/changelog"
 	"github.com/onceflow/onceflow/internal/clientsec"
 )
 
@@ -24,9 +25,10 @@ import (
 // several instances in the group: each instance stops when the whole
 // group is done, so an instance that owns no partition waits too, and
 // partitions that move between instances are finished by their new owner.
-// A partition is done when the group's committed offset reaches the
-// recorded end, or when nothing a read_committed consumer would see lies
-// between them (the end is past a transaction marker or an aborted
+// A partition is done when the group's committed offset (or, with
+// WithPositionGuard, the logged position, if later) reaches the recorded
+// end, or when nothing a read_committed consumer would see lies between
+// them (the end is past a transaction marker or an aborted
 // transaction, offsets that carry no record to commit after); a partition
 // with nothing to read is done at once. Partitions added after the start
 // are left for the next run. A second run right after a finished one
@@ -240,6 +242,16 @@ func (w *endWatch) done(ctx context.Context, first bool) (bool, error) {
 			all = false
 			continue
 		}
+		if logged, err := w.loggedPosition(ctx, k); err != nil {
+			return false, err
+		} else if logged > from {
+			// The position guard's log is ahead of the coordinator
+			// (finding 7): the processor resumed from the log and
+			// has nothing to commit to the coordinator.
+			if from = logged; from >= end {
+				continue
+			}
+		}
 		v, err := w.firstVisible(ctx, k, from, end)
 		if err != nil {
 			w.topics = nil
@@ -253,6 +265,30 @@ func (w *endWatch) done(ctx context.Context, first bool) (bool, error) {
 		w.clear[k] = from
 	}
 	return all, nil
+}
+
+// loggedPosition is the position the guard's log (WithPositionGuard)
+// holds for k, -1 without one. The processor resumes from the log when the
+// group coordinator serves an older offset, and then commits nothing to
+// the coordinator until it has records to commit: without this a bounded
+// run would wait for a commit that never comes.
+func (w *endWatch) loggedPosition(ctx context.Context, k tp) (int64, error) {
+	if !w.cfg.positionGuard {
+		return -1, nil
+	}
+	last, err := changelog.Last(ctx, w.cfg.brokers, w.cfg.clientOpts(), positionsTopic(w.cfg.group, k.topic), []int32{k.partition})
+	if err != nil {
+		return -1, err
+	}
+	r := last[k.partition]
+	if r == nil {
+		return -1, nil
+	}
+	base, _, err := decodePosition(r.Value)
+	if err != nil {
+		return -1, fmt.Errorf("position log of %s/%d: %w", k.topic, k.partition, err)
+	}
+	return base, nil
 }
 
 // visibleAt is the offset of a visible record below the end of k found by

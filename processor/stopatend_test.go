@@ -233,3 +233,38 @@ func TestStopAtEndStateDedupeDLQ(t *testing.T) {
 		require.Equal(t, want, storeCounts(t, stateDir, pl, 2), "local store")
 	})
 }
+
+// TestStopAtEndPositionRegression: with WithPositionGuard, a group
+// coordinator that serves an older position than was committed (finding
+// 7, simulated by committing offset 0 over a finished load) makes the
+// processor resume from the position log, with nothing to do and so
+// nothing to commit to the coordinator. A rerun must still see that the
+// load is done (the watcher reads the log too) and emit nothing again;
+// with the coordinator's offsets alone it waited forever.
+func TestStopAtEndPositionRegression(t *testing.T) {
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 2, 500, 20)
+		pl.produce(t, 0, pl.inputs)
+		guarded := func() []processor.Opt { return append(pl.opts("i1", copyHandler), processor.WithPositionGuard()) }
+		require.NoError(t, bounded(t, guarded()...).wait(t, 60*time.Second))
+		require.Eventually(t, func() bool { return pl.holder(t, "i1") == "" }, 30*time.Second, 100*time.Millisecond,
+			"the stopped instance's member stayed")
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stale := kadm.Offsets{}
+		for p := range int32(2) {
+			stale.Add(kadm.Offset{Topic: pl.in, Partition: p, At: 0, LeaderEpoch: -1})
+		}
+		resps, err := c.Admin.CommitOffsets(ctx, pl.group, stale)
+		require.NoError(t, err)
+		require.NoError(t, resps.Error())
+
+		again := bounded(t, guarded()...)
+		require.NoError(t, again.wait(t, 30*time.Second), "a rerun over a regressed coordinator did not see the load done")
+		require.Zero(t, again.p.Stats().Outputs)
+		rep := pl.read(t)
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+	})
+}
