@@ -18,7 +18,9 @@
 # KAFKA_STATE_DIR (broker.sh's state dir; the single-node pass uses
 # KAFKA_STATE_DIR-single), KAFKA_VERSION (both passes; defaults in
 # integration/kafka/broker.sh: 4.4.0 for a cluster, 4.2.0 for one node),
-# CI (=true makes the real-broker passes mandatory).
+# CI (=true makes the real-broker passes mandatory), KAFKA_SASL_SSL (1: the
+# cluster pass's brokers, and broker-start's, also listen SASL_SSL on
+# KAFKA_PORT+100.., and the secured pass runs through it; 0: no secured pass).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -30,6 +32,7 @@ GOBENCH_TIMEOUT ?= 60m
 KAFKA_PORT     ?= 9092
 KAFKA_NODES    ?= 3
 KAFKA_STATE_DIR ?=
+KAFKA_SASL_SSL ?= 1
 export KAFKA_PORT
 
 MODULE   := github.com/onceflow/onceflow
@@ -128,6 +131,17 @@ kafka-packages:
 #     PROTOCOL_MATRIX=short the reliability suite without
 #     TestClusterNodeFaults).
 # KAFKA_NODES=1 runs the whole suite in one single-node pass, as before.
+#  3. the secured pass, on the cluster pass's brokers right after it
+#     (KAFKA_SASL_SSL=1, the default): broker.sh gave them a SASL_SSL
+#     listener (throwaway CA, SCRAM-SHA-512 user) beside the PLAINTEXT one,
+#     and SECURED_TESTS run through it, their clients configured from
+#     `broker.sh secure-env` (KAFKA_TLS_CA, KAFKA_SASL_*): a guarantee test
+#     (a crash mid-transaction), a bounded run's crash and rerun, a
+#     processor with every client of its own (state, dedupe, position
+#     guard, metrics, bounded run), clients without credentials (a clear
+#     error, at once), cmd/onceflow describe and an eosbench run of every
+#     mode. About 80 s on 3 nodes. Skipped, loudly, on brokers started before
+#     without the listener.
 REAL_MODE ?= required
 SINGLE_PORT := $(shell echo $$(( $(KAFKA_PORT) + 2 * $(KAFKA_NODES) )))
 SINGLE_STATE_DIR := $(if $(KAFKA_STATE_DIR),$(KAFKA_STATE_DIR)-single,$(CURDIR)/integration/kafka/.run-single)
@@ -144,7 +158,7 @@ real-pass:
 	t0=$$(date +%s); \
 	$(MAKE) --no-print-directory broker-pass REQUIRED=$$required PASS_NODES=$(KAFKA_NODES) \
 		PASS_PORT=$(KAFKA_PORT) PASS_STATE_DIR="$(KAFKA_STATE_DIR)" PASS_PKGS="$$(echo $$pkgs)" PASS_RUN= \
-		PASS_848_PKGS="$(CLUSTER_848_PKGS)"; \
+		PASS_848_PKGS="$(CLUSTER_848_PKGS)" PASS_SECURED=$(KAFKA_SASL_SSL); \
 	if [ "$(KAFKA_NODES)" = 1 ]; then exit 0; fi; \
 	case " $(GOTESTFLAGS) " in \
 		*" -run "*|*" -run="*|*" --run"*|*" -test.run"*) \
@@ -161,12 +175,17 @@ real-skip-banner:
 	echo "###  (the embedded pass ran; run 'make test-real' or set CI=true)"; \
 	echo "##################################################################"; echo
 
+# The secured pass's tests (see real-pass) and their packages.
+SECURED_TESTS := TestCrashMidTransaction|TestStopAtEndCrashRerun|TestSecuredEveryClient|TestSecuredWithoutCredentials|TestDescribe|TestDescribeSecured|TestSecuredRun
+SECURED_PKGS := $(MODULE)/processor $(MODULE)/cmd/onceflow $(MODULE)/cmd/eosbench
+
 # broker-pass: start PASS_NODES nodes (broker.sh) on PASS_PORT with state in
 # PASS_STATE_DIR (empty: broker.sh's default), run PASS_PKGS (only the tests
-# named by PASS_RUN, a |-separated list of test names, if set), and stop the
-# brokers on every exit path unless they were running before.
+# named by PASS_RUN, a |-separated list of test names, if set), then, with
+# PASS_SECURED=1, the secured pass, and stop the brokers on every exit path
+# unless they were running before.
 broker-pass:
-	@export KAFKA_NODES=$(PASS_NODES) KAFKA_PORT=$(PASS_PORT); \
+	@export KAFKA_NODES=$(PASS_NODES) KAFKA_PORT=$(PASS_PORT) KAFKA_SASL_SSL=$(if $(PASS_SECURED),$(PASS_SECURED),0); \
 	if [ -n "$(PASS_STATE_DIR)" ]; then export KAFKA_STATE_DIR="$(PASS_STATE_DIR)"; fi; \
 	if [ "$(PASS_NODES)" = 1 ]; then what="single-node"; else what="$(PASS_NODES)-node cluster"; fi; \
 	echo "==> $$what pass packages:"; for p in $(PASS_PKGS); do echo "  $$p"; done; \
@@ -211,6 +230,27 @@ broker-pass:
 			echo "==> $$what pass, consumer protocol: FAILED (exit $$rc) after $$(( $$(date +%s) - t2 ))s"; \
 		fi; \
 	fi; \
+	if [ $$rc = 0 ] && [ "$(PASS_SECURED)" = 1 ]; then \
+		sec=$$(bash "$(BROKER)" secure-env); \
+		case " $(GOTESTFLAGS) " in \
+			*" -run "*|*" -run="*|*" --run"*|*" -test.run"*) sec=skip ;; \
+		esac; \
+		if [ "$$sec" = skip ]; then \
+			echo "==> secured pass skipped: GOTESTFLAGS selects tests with -run"; \
+		elif [ -z "$$sec" ]; then \
+			$(MAKE) --no-print-directory real-skip-banner WHY="secured pass: the running brokers have no SASL_SSL listener (restart them with KAFKA_SASL_SSL=1)"; \
+		else \
+			eval "$$sec"; t3=$$(date +%s); \
+			echo "==> $$what secured pass (SASL_SSL $$KAFKA_SASL_SSL_BROKERS, SCRAM-SHA-512): go test -race -count=1 -p 1 -run '$(SECURED_TESTS)'"; \
+			KAFKA_BROKERS="$$KAFKA_SASL_SSL_BROKERS" $(GO) test -race -count=1 -p 1 -timeout $(GOTEST_TIMEOUT) $(GOTESTFLAGS) \
+				-run '^($(SECURED_TESTS))$$' $(SECURED_PKGS) || rc=$$?; \
+			if [ $$rc = 0 ]; then \
+				echo "==> $$what secured pass: ok in $$(( $$(date +%s) - t3 ))s"; \
+			else \
+				echo "==> $$what secured pass: FAILED (exit $$rc) after $$(( $$(date +%s) - t3 ))s"; \
+			fi; \
+		fi; \
+	fi; \
 	exit $$rc
 
 bench:
@@ -223,7 +263,7 @@ bench:
 # cluster pass of a following `make test` reuses them); stop and status act on
 # whatever the state dir holds.
 broker-start:
-	@KAFKA_NODES=$(KAFKA_NODES) bash "$(BROKER)" start
+	@KAFKA_NODES=$(KAFKA_NODES) KAFKA_SASL_SSL=$(KAFKA_SASL_SSL) bash "$(BROKER)" start
 
 broker-stop:
 	@bash "$(BROKER)" stop

@@ -53,6 +53,14 @@ var (
 	// the dead-letter topic and none is set; the record is not committed.
 	ErrHandlerPanic = errors.New("processor: handler panicked")
 
+	// ErrUnauthenticated is returned by Run when the brokers refuse the
+	// client's connection or credentials: a listener that needs TLS or
+	// SASL the client was not given (see WithKgoOpts), a wrong password,
+	// a certificate the client does not trust. Going on could not help,
+	// so Run stops within seconds (a refusal is confirmed once after a
+	// pause: see access.go) instead of retrying.
+	ErrUnauthenticated = errors.New("processor: the brokers refused the connection or its credentials")
+
 	// ErrAlreadyRun is returned by a second call to Run.
 	ErrAlreadyRun = errors.New("processor: Run called twice")
 

@@ -74,6 +74,7 @@ func (pl *pipeline) opts(instance string, h processor.Handler) []processor.Opt {
 		processor.WithDrainTimeout(2 * time.Second),
 		processor.WithLogger(testLogger(nil)),
 		processor.WithGroupProtocol(processor.GroupProtocol(kafkatest.GroupProtocol())),
+		processor.WithKgoOpts(pl.c.ClientOpts...), // TLS and SASL on a secured cluster
 	}
 }
 

@@ -131,6 +131,7 @@ type config struct {
 	dedupeOpts         *dedupe.Options
 	eventID            func(*kgo.Record) []byte
 	positionGuard      bool
+	stopAtEnd          bool // WithStopAtEnd (stopatend.go)
 	registerer         prometheus.Registerer
 	tracerProvider     trace.TracerProvider
 }

@@ -59,22 +59,28 @@ func New(opts ...Opt) (*Processor, error) {
 	return p, nil
 }
 
-// Run first confirms, within WithStartTimeout, that the brokers answer and
-// that the input, output and dead-letter topics exist, or returns an error
-// wrapping ErrBrokersUnreachable or ErrTopicNotFound that names what is
-// missing. Then it processes records until ctx is done, finishes in-flight
-// records (bounded by the drain timeout), commits what is finished and
-// returns nil. It returns an error wrapping ErrFenced if a newer instance
-// took over this instance's identity, ErrTopicNotFound if one of those
-// topics is deleted while it runs (after the same drain and commit, where
-// the commit can still succeed), and other errors only when going on would
-// lose or duplicate records (corrupt commit metadata, a record that needs
-// a dead-letter topic when none is set, see ErrNoDLQ and ErrHandlerPanic).
-// Transient failures (aborted transactions, fenced or timed-out clients,
-// commits of unknown outcome) are recovered inside Run.
+// Run first confirms, within WithStartTimeout, that the brokers accept
+// its TLS and SASL settings, answer, and have the input, output and
+// dead-letter topics, or returns an error wrapping ErrUnauthenticated,
+// ErrBrokersUnreachable or ErrTopicNotFound that names what is wrong.
+// Then it processes records until ctx is done (or, with WithStopAtEnd,
+// until the group has committed the input up to the ends recorded at
+// start), finishes in-flight records (bounded by the drain timeout),
+// commits what is finished and returns nil. It returns an error wrapping
+// ErrFenced if a newer instance took over this instance's identity,
+// ErrTopicNotFound if one of those topics is deleted while it runs (after
+// the same drain and commit, where the commit can still succeed), and
+// other errors only when going on would lose or duplicate records
+// (corrupt commit metadata, a record that needs a dead-letter topic when
+// none is set, see ErrNoDLQ and ErrHandlerPanic). Transient failures
+// (aborted transactions, fenced or timed-out clients, commits of unknown
+// outcome) are recovered inside Run.
 func (p *Processor) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
+	}
+	if err := checkAccess(ctx, &p.cfg); err != nil || ctx.Err() != nil {
+		return err // access.go
 	}
 	if err := p.checkStart(ctx); err != nil {
 		return err
@@ -86,6 +92,16 @@ func (p *Processor) Run(ctx context.Context) error {
 // process is Run after its start check, under the topic watch.
 func (p *Processor) process(ctx context.Context) error {
 	p.incarnation = time.Now().UnixNano()
+	if p.cfg.stopAtEnd {
+		// A bounded run (stopatend.go): the watcher cancels ctx once
+		// the group is done, and Run stops as on any cancel.
+		wctx, stop, done, err := startEndWatch(ctx, &p.cfg)
+		if err != nil || done {
+			return err
+		}
+		defer stop()
+		ctx = wctx
+	}
 	r := newRun(p)
 	defer r.close()
 	if err := r.open(ctx); err != nil {

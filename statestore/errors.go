@@ -10,6 +10,9 @@ import (
 // directory to rebuild it from the changelog.
 var ErrCorrupt = errors.New("statestore: corrupt store")
 
+// ErrInUse is returned by Inspect for a store that a process has open.
+var ErrInUse = errors.New("statestore: store in use by another process (stop the instance first)")
+
 // ErrClosed is returned by calls on a closed store.
 var ErrClosed = errors.New("statestore: closed")
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/internal/bench"
+	"github.com/onceflow/onceflow/internal/clientsec"
 	"github.com/onceflow/onceflow/processor"
 )
 
@@ -29,6 +30,9 @@ type options struct {
 
 	metricsAddr   string
 	metricsLinger time.Duration
+
+	// sec is how every client reaches -brokers (TLS, SASL).
+	sec clientsec.Config
 }
 
 // newFlagSet binds the flags to cfg and o, with cfg's current values as
@@ -50,6 +54,7 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the in-process onceflow runs on http://`host:port`/metrics (port 0: any free port, printed on stderr)")
 	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "keep serving -metrics-addr this long after the runs (an interrupt ends it), so a scraper sees the final values")
 	fs.StringVar(&o.worker, bench.WorkerFlag, "", "internal: run one pipeline `job` (JSON) as a worker")
+	o.sec.RegisterFlags(fs) // -tls*, -sasl-*: for -brokers
 
 	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "input records")
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "record value `bytes`")

@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 func runPhases(ctx context.Context, phs []bench.Config, o options, reg *prometheus.Registry, stderr io.Writer, log *slog.Logger) ([]bench.Result, error) {
-	env, err := bench.NewEnv(brokerList(o.brokers), o.keep, log)
+	env, err := bench.NewSecuredEnv(brokerList(o.brokers), o.sec.WithPasswordFromEnv(), o.keep, log)
 	if err != nil {
 		return nil, err
 	}
@@ -193,6 +193,7 @@ func runWorker(ctx context.Context, arg string, stdin io.Reader, stdout io.Write
 		log.Error("worker: bad job", "err", err)
 		return 2
 	}
+	job.Security = job.Security.WithPasswordFromEnv() // see bench's workers.go
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {

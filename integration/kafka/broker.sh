@@ -7,7 +7,7 @@
 # (org.apache.kafka:kafka_2.13 + runtime deps) and run with Java 17+; both
 # Java and Maven are installed with apt-get when missing.
 #
-# Usage: broker.sh start|stop|kill [N]|restart [N]|status|version
+# Usage: broker.sh start|stop|kill [N]|restart [N]|status|version|secure-env
 #   start      fresh data dir (formatted), start, wait until ready; the last
 #              stdout line is the bootstrap address (cluster: the
 #              comma-separated list of every node's client address). A
@@ -25,11 +25,28 @@
 #   status     prints running/stopped and the version (cluster: one line per
 #              node, then a summary); exit 0 iff every node runs
 #   version    prints the Kafka version in use
+#   secure-env prints, as shell export lines, how to reach the SASL_SSL
+#              listener of a cluster started with KAFKA_SASL_SSL=1:
+#              KAFKA_SASL_SSL_BROKERS, KAFKA_TLS_CA, KAFKA_SASL_MECHANISM,
+#              KAFKA_SASL_USER, KAFKA_SASL_PASSWORD (the variables the
+#              tests read; nothing when the listener is off)
 #
 # Ports: node i (1-based) listens for clients on KAFKA_PORT+2*(i-1) and for
 # its controller on the port after that; KAFKA_PORT=19600 with 3 nodes takes
 # 19600-19605 (clients 19600, 19602, 19604). A single node keeps KAFKA_PORT
 # and KAFKA_PORT+1 (or KAFKA_CONTROLLER_PORT).
+#
+# Secured listener: with KAFKA_SASL_SSL=1, `start` also gives every node a
+# SASL_SSL listener (SCRAM-SHA-512 over TLS) on KAFKA_SASL_SSL_PORT+(i-1)
+# (default KAFKA_PORT+100), beside the PLAINTEXT one the rest of the suite
+# uses (which stays the inter-broker listener). The certificates are made at
+# start, throwaway: a CA and one broker certificate for 127.0.0.1 and
+# localhost (openssl, or the JDK's keytool without it), in the state dir's
+# tls/ (ca.pem is the CA clients trust). The SCRAM user KAFKA_SASL_USER
+# (default onceflow) with KAFKA_SASL_PASSWORD (default: random) is created
+# when the storage is formatted (kafka-storage format --add-scram). No
+# authorizer: any authenticated user may do anything. `secure-env` prints
+# what a client needs.
 #
 # The node count is remembered in the state dir by `start` (until `stop`), so
 # kill/restart/stop/status need no KAFKA_NODES; a KAFKA_NODES that disagrees
@@ -48,6 +65,9 @@
 #   KAFKA_CACHE_DIR      jar cache (default <this dir>/.cache)
 #   KAFKA_START_TIMEOUT  seconds to wait for readiness (default 90)
 #   KAFKA_STOP_TIMEOUT   seconds to wait after SIGTERM (default 30)
+#   KAFKA_SASL_SSL       1: add the SASL_SSL listener (see above)
+#   KAFKA_SASL_SSL_PORT  its first port (default KAFKA_PORT+100)
+#   KAFKA_SASL_USER, KAFKA_SASL_PASSWORD  its SCRAM-SHA-512 user
 #   KAFKA_HEAP_OPTS      JVM heap/GC flags per node (default -Xms256m -Xmx1g
 #                        -XX:+UseG1GC; cluster -Xms256m -Xmx512m -XX:+UseG1GC:
 #                        three JVMs share a 2-core machine)
@@ -98,13 +118,18 @@ HEAP_OPTS=${KAFKA_HEAP_OPTS:-$DEFAULT_HEAP_OPTS}
 DEP_PLUGIN_VERSION=3.8.1
 MVN_FLAGS=(-q -B -Dstyle.color=never)
 
+SASL_SSL=${KAFKA_SASL_SSL:-0}
+SASL_SSL_PORT=${KAFKA_SASL_SSL_PORT:-$((KAFKA_PORT + 100))}
+TLS_DIR=$STATE_DIR/tls
+SECURE_FILE=$STATE_DIR/secure.env  # what `secure-env` prints (until stop)
+
 DATA_FILE=$STATE_DIR/data.dir      # holds the path of the current data dir
 VERSION_FILE=$STATE_DIR/version    # version of the broker started last
 PORT_FILE=$STATE_DIR/port          # KAFKA_PORT of the last start (node 1's client port)
 
 # Per-node files, set by node_paths; a single node keeps the historical
 # names directly in the state dir.
-NODE=1 NODE_DIR="" NODE_PORT="" NODE_CPORT=""
+NODE=1 NODE_DIR="" NODE_PORT="" NODE_CPORT="" NODE_SPORT=""
 PID_FILE="" PROPS_FILE="" LOG4J_FILE="" LOG_FILE="" OUT_FILE=""
 
 # node_paths I: point the per-node globals at node I.
@@ -119,6 +144,7 @@ node_paths() {
     NODE_PORT=$((KAFKA_PORT + 2 * (NODE - 1)))
     NODE_CPORT=$((NODE_PORT + 1))
   fi
+  NODE_SPORT=$((SASL_SSL_PORT + NODE - 1))
   PID_FILE=$NODE_DIR/broker.pid
   PROPS_FILE=$NODE_DIR/server.properties
   LOG4J_FILE=$NODE_DIR/log4j2.properties
@@ -357,11 +383,11 @@ write_configs() {
 process.roles=broker,controller
 node.id=$NODE
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$NODE_PORT,CONTROLLER://127.0.0.1:$NODE_CPORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$NODE_PORT
+listeners=PLAINTEXT://127.0.0.1:$NODE_PORT,CONTROLLER://127.0.0.1:$NODE_CPORT$([ "$SASL_SSL" = 1 ] && echo ",SASL_SSL://127.0.0.1:$NODE_SPORT")
+advertised.listeners=PLAINTEXT://127.0.0.1:$NODE_PORT$([ "$SASL_SSL" = 1 ] && echo ",SASL_SSL://127.0.0.1:$NODE_SPORT")
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT$([ "$SASL_SSL" = 1 ] && echo ",SASL_SSL:SASL_SSL")
 log.dirs=$logs
 
 num.partitions=1
@@ -376,6 +402,19 @@ share.coordinator.state.topic.replication.factor=$rf
 share.coordinator.state.topic.min.isr=$isr
 share.coordinator.state.topic.num.partitions=1
 PROPS
+  if [ "$SASL_SSL" = 1 ]; then
+    cat >>"$PROPS_FILE" <<PROPS
+
+# the secured listener: SCRAM-SHA-512 over TLS (throwaway certificates)
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$TLS_DIR/broker.p12
+ssl.keystore.password=$(cat "$TLS_DIR/storepass")
+ssl.key.password=$(cat "$TLS_DIR/storepass")
+ssl.client.auth=none
+PROPS
+  fi
   cat >>"$PROPS_FILE" <<PROPS
 
 # fast groups for tests
@@ -438,8 +477,12 @@ format_storage() {
   local cid=$1 libs
   libs=$(libs_dir)
   log "formatting KRaft storage of node $NODE (cluster id $cid)"
+  local scram=()
+  if [ "$SASL_SSL" = 1 ]; then
+    scram=(--add-scram "SCRAM-SHA-512=[name=$(secure_get KAFKA_SASL_USER),password=$(secure_get KAFKA_SASL_PASSWORD)]")
+  fi
   if ! java -Xmx256m "-Dlog4j2.configurationFile=$LOG4J_FILE" -cp "$libs/*" \
-      kafka.tools.StorageTool format -t "$cid" -c "$PROPS_FILE" >>"$OUT_FILE" 2>&1; then
+      kafka.tools.StorageTool format -t "$cid" -c "$PROPS_FILE" "${scram[@]}" >>"$OUT_FILE" 2>&1; then
     show_log_tail
     die "kafka.tools.StorageTool format failed for node $NODE"
   fi
@@ -457,6 +500,59 @@ format_all() {
   [ "$failed" = 0 ] || die "formatting failed (see above)"
 }
 
+# ---------------------------------------------------------------- tls ------
+
+# secure_get NAME: a value of the secured listener's settings file.
+secure_get() { sed -n "s/^export $1=//p" "$SECURE_FILE" | tr -d "'"; }
+
+# make_secure: the throwaway CA and broker keystore, and the settings file
+# clients read (secure-env). openssl takes milliseconds; keytool, the
+# fallback, starts a JVM per step (about 10 s on a busy 2-core machine).
+make_secure() {
+  local pw user pass brokers="" i
+  rm -rf "$TLS_DIR"
+  mkdir -p "$TLS_DIR"
+  pw=$(head -c 18 /dev/urandom | base64 | tr -dc 'a-zA-Z0-9')
+  echo "$pw" >"$TLS_DIR/storepass"
+  user=${KAFKA_SASL_USER:-onceflow}
+  pass=${KAFKA_SASL_PASSWORD:-$(head -c 18 /dev/urandom | base64 | tr -dc 'a-zA-Z0-9')}
+  if command -v openssl >/dev/null 2>&1; then
+    (
+      cd "$TLS_DIR"
+      openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem -days 7 \
+        -subj /CN=onceflow-test-ca -addext basicConstraints=critical,CA:TRUE -addext keyUsage=keyCertSign
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout broker.key -out broker.csr -subj /CN=localhost
+      printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n' >ext.cnf
+      openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.pem -days 7 -extfile ext.cnf
+      openssl pkcs12 -export -in broker.pem -inkey broker.key -certfile ca.pem -name broker -out broker.p12 -passout "pass:$pw"
+    ) >>"$STATE_DIR/tls.log" 2>&1 || die "making certificates with openssl failed (see $STATE_DIR/tls.log)"
+  else
+    command -v keytool >/dev/null 2>&1 || die "neither openssl nor keytool found to make certificates"
+    (
+      cd "$TLS_DIR"
+      local kt=(-storetype PKCS12 -storepass "$pw")
+      keytool -genkeypair -alias ca -keyalg EC -groupname secp256r1 -dname CN=onceflow-test-ca -ext bc:c -validity 7 -keystore ca.p12 "${kt[@]}"
+      keytool -exportcert -alias ca -keystore ca.p12 -rfc -file ca.pem "${kt[@]}"
+      keytool -genkeypair -alias broker -keyalg EC -groupname secp256r1 -dname CN=localhost -validity 7 -keystore broker.p12 "${kt[@]}"
+      keytool -certreq -alias broker -keystore broker.p12 -file broker.csr "${kt[@]}"
+      keytool -gencert -alias ca -keystore ca.p12 -infile broker.csr -outfile broker.pem -rfc \
+        -ext SAN=ip:127.0.0.1,dns:localhost -ext KU=digitalSignature -ext EKU=serverAuth -validity 7 "${kt[@]}"
+      keytool -importcert -alias ca -keystore broker.p12 -file ca.pem -noprompt "${kt[@]}"
+      keytool -importcert -alias broker -keystore broker.p12 -file broker.pem -noprompt "${kt[@]}"
+    ) >>"$STATE_DIR/tls.log" 2>&1 || die "making certificates with keytool failed (see $STATE_DIR/tls.log)"
+  fi
+  for ((i = 1; i <= NODES; i++)); do
+    brokers+="${brokers:+,}127.0.0.1:$((SASL_SSL_PORT + i - 1))"
+  done
+  cat >"$SECURE_FILE" <<ENV
+export KAFKA_SASL_SSL_BROKERS='$brokers'
+export KAFKA_TLS_CA='$TLS_DIR/ca.pem'
+export KAFKA_SASL_MECHANISM='SCRAM-SHA-512'
+export KAFKA_SASL_USER='$user'
+export KAFKA_SASL_PASSWORD='$pass'
+ENV
+}
+
 LOGSTART=()             # node -> size of its log when launched
 LAUNCHED=()             # nodes launched by this invocation
 DEADLINE=0
@@ -468,6 +564,9 @@ spawn_node() {
   java_opts
   if port_open "$NODE_PORT"; then
     die "port $NODE_PORT on 127.0.0.1 (node $NODE) is already in use (set KAFKA_PORT)"
+  fi
+  if [ "$SASL_SSL" = 1 ] && port_open "$NODE_SPORT"; then
+    die "SASL_SSL port $NODE_SPORT on 127.0.0.1 (node $NODE) is already in use (set KAFKA_SASL_SSL_PORT)"
   fi
   if port_open "$NODE_CPORT"; then
     die "controller port $NODE_CPORT on 127.0.0.1 (node $NODE) is already in use (set KAFKA_PORT or KAFKA_CONTROLLER_PORT)"
@@ -517,7 +616,7 @@ wait_ready() {
         abort_launch "Kafka $KAFKA_VERSION (node $NODE) exited during startup (logs: $LOG_FILE, $OUT_FILE)"
       fi
       if [ -f "$LOG_FILE" ] && tail -c +"$((LOGSTART[$NODE] + 1))" "$LOG_FILE" | grep -q 'Kafka Server started' \
-          && port_open "$NODE_PORT"; then
+          && port_open "$NODE_PORT" && { ! grep -q '^listeners=.*SASL_SSL' "$PROPS_FILE" || port_open "$NODE_SPORT"; }; then
         continue
       fi
       still+=("$i")
@@ -648,6 +747,11 @@ cmd_start() {
   echo "$NODES" >"$NODES_FILE"
   echo "$KAFKA_VERSION" >"$VERSION_FILE"
   echo "$KAFKA_PORT" >"$PORT_FILE"
+  rm -f "$SECURE_FILE"
+  if [ "$SASL_SSL" = 1 ]; then
+    make_secure
+    log "SASL_SSL listener on $(secure_get KAFKA_SASL_SSL_BROKERS) (SCRAM-SHA-512 user $(secure_get KAFKA_SASL_USER), CA $TLS_DIR/ca.pem)"
+  fi
   for ((i = 1; i <= NODES; i++)); do
     node_paths "$i"
     write_configs "$data"
@@ -729,7 +833,7 @@ cmd_stop() {
     rm -f "$PID_FILE"
   done
   remove_data_dir
-  rm -f "$NODES_FILE"
+  rm -f "$NODES_FILE" "$SECURE_FILE"
 }
 
 cmd_kill() {
@@ -784,12 +888,17 @@ cmd_version() {
   if [ "$(running_nodes)" != 0 ] && [ -f "$VERSION_FILE" ]; then cat "$VERSION_FILE"; else echo "$KAFKA_VERSION"; fi
 }
 
-usage() { echo "usage: $0 start|stop|kill [N]|restart [N]|status|version" >&2; exit 2; }
+cmd_secure_env() {
+  [ -f "$SECURE_FILE" ] && cat "$SECURE_FILE"
+  return 0
+}
+
+usage() { echo "usage: $0 start|stop|kill [N]|restart [N]|status|version|secure-env" >&2; exit 2; }
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
-  start|stop|status|version) [ $# -eq 0 ] || usage ;;
+  start|stop|status|version|secure-env) [ $# -eq 0 ] || usage ;;
   kill|restart) [ $# -le 1 ] || usage ;;
 esac
 case $cmd in
@@ -799,5 +908,6 @@ case $cmd in
   restart) cmd_restart "$@" ;;
   status) cmd_status ;;
   version) cmd_version ;;
+  secure-env) cmd_secure_env ;;
   *) usage ;;
 esac

@@ -61,7 +61,7 @@ func (a *aloPipeline) run(ctx context.Context) error {
 		// duplicate even without a crash.
 		kgo.BlockRebalanceOnPoll(),
 		kgo.DefaultProduceTopic(job.Output),
-	}, job.groupOpts()...)...)
+	}, append(job.groupOpts(), job.clientOpts()...)...)...)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/clientsec"
 )
 
 // Env is where a benchmark runs: the brokers (an embedded kfake cluster
@@ -21,6 +23,11 @@ import (
 type Env struct {
 	Brokers []string
 	Fake    bool // the brokers are an embedded kfake cluster
+	// Security is how every client of the benchmark reaches the
+	// brokers (TLS, SASL): its own admin, feeder and reader clients and
+	// the pipelines, in process or in workers.
+	Security clientsec.Config
+	opts     []kgo.Opt // Security's client options
 
 	fake   *kfake.Cluster
 	cl     *kgo.Client
@@ -42,7 +49,20 @@ type Env struct {
 // three-broker kfake cluster listening on localhost (so that subprocess
 // workers can reach it too).
 func NewEnv(brokers []string, keep bool, log *slog.Logger) (*Env, error) {
+	return NewSecuredEnv(brokers, clientsec.Config{}, keep, log)
+}
+
+// NewSecuredEnv is NewEnv for brokers reached with TLS or SASL (sec); an
+// embedded cluster takes none.
+func NewSecuredEnv(brokers []string, sec clientsec.Config, keep bool, log *slog.Logger) (*Env, error) {
 	e := &Env{Brokers: brokers, keep: keep, log: log}
+	if len(brokers) > 0 {
+		opts, err := sec.Opts()
+		if err != nil {
+			return nil, err
+		}
+		e.Security, e.opts = sec, opts
+	}
 	if len(brokers) == 0 {
 		fake, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 		if err != nil {
@@ -50,10 +70,21 @@ func NewEnv(brokers []string, keep bool, log *slog.Logger) (*Env, error) {
 		}
 		e.fake, e.Fake, e.Brokers = fake, true, fake.ListenAddrs()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.Brokers...)}, e.opts...)...)
 	if err != nil {
 		e.closeCluster()
 		return nil, err
+	}
+	if !e.Fake {
+		// Refused TLS or SASL fails here, at once and with the
+		// reason, not as a run that times out.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := clientsec.Probe(ctx, cl, 500*time.Millisecond)
+		cancel()
+		if err != nil {
+			cl.Close()
+			return nil, fmt.Errorf("connecting to %v: %w", e.Brokers, err)
+		}
 	}
 	e.cl, e.adm = cl, kadm.NewClient(cl)
 	var b [4]byte

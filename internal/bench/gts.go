@@ -59,7 +59,7 @@ func (g *gtsPipeline) run(ctx context.Context) error {
 		kgo.SessionTimeout(job.SessionTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DefaultProduceTopic(job.Output),
-	}, job.groupOpts()...)...)
+	}, append(job.groupOpts(), job.clientOpts()...)...)...)
 	if err != nil {
 		return err
 	}

@@ -36,14 +36,14 @@ type producer struct {
 	produced int
 }
 
-func newProducer(brokers []string, topic string, sessions, size int) (*producer, error) {
-	cl, err := kgo.NewClient(
+func newProducer(brokers []string, opts []kgo.Opt, topic string, sessions, size int) (*producer, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.DefaultProduceTopic(topic),
 		// Paced runs hand over a few records at a time: do not hold them
 		// back for a batch, or the linger shows up as latency.
 		kgo.ProducerLinger(0),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -44,16 +44,16 @@ func newHistogram() *hdrhistogram.Histogram {
 	return hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
 }
 
-func startObserver(ctx context.Context, brokers []string, output, dlq string, target int, start, floor time.Time, log *slog.Logger) (*observer, error) {
-	cl, err := kgo.NewClient(
+func startObserver(ctx context.Context, brokers []string, opts []kgo.Opt, output, dlq string, target int, start, floor time.Time, log *slog.Logger) (*observer, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumeTopics(output, dlq),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Wake on new data at once; the default max wait only matters
 		// when nothing arrives.
-		kgo.FetchMaxWait(100*time.Millisecond),
-	)
+		kgo.FetchMaxWait(100 * time.Millisecond),
+	}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -42,6 +42,7 @@ func newOnceflow(job Job, w *work, log *slog.Logger) (*onceflowPipeline, error) 
 	}
 	opts := []processor.Opt{
 		processor.WithBrokers(job.Brokers...),
+		processor.WithKgoOpts(job.clientOpts()...),
 		processor.WithGroup(job.Group),
 		processor.WithInstanceID(job.InstanceID),
 		processor.WithInputTopics(job.Input),

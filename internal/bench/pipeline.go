@@ -9,20 +9,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflow/onceflow/internal/clientsec"
 	"github.com/onceflow/onceflow/internal/durations"
 )
 
 // Job is what one pipeline instance runs. Subprocess workers receive it
 // as JSON on their command line.
 type Job struct {
-	Mode       Mode     `json:"mode"` // resolved: never ModeOnceflow
-	Brokers    []string `json:"brokers"`
-	Input      string   `json:"input"`
-	Output     string   `json:"output"`
-	DLQ        string   `json:"dlq"`
-	Group      string   `json:"group"`
-	InstanceID string   `json:"instance_id"`
-	Messages   int      `json:"messages"` // sizes the fault bitset
+	Mode    Mode     `json:"mode"` // resolved: never ModeOnceflow
+	Brokers []string `json:"brokers"`
+	// Security is how the pipeline's clients reach Brokers (Env.Security).
+	Security   clientsec.Config `json:"security,omitempty"`
+	Input      string           `json:"input"`
+	Output     string           `json:"output"`
+	DLQ        string           `json:"dlq"`
+	Group      string           `json:"group"`
+	InstanceID string           `json:"instance_id"`
+	Messages   int              `json:"messages"` // sizes the fault bitset
 
 	Latency           Latency       `json:"latency"`
 	CPURounds         int           `json:"cpu_rounds,omitempty"` // SHA-256 rounds per record, calibrated to Config.HandlerCPU
@@ -52,6 +55,13 @@ type Job struct {
 	// (Runner.Metrics). Workers get none: their metrics stay in their
 	// processes.
 	Metrics prometheus.Registerer `json:"-"`
+}
+
+// clientOpts are Security's client options (NewSecuredEnv checked that
+// it makes them).
+func (j Job) clientOpts() []kgo.Opt {
+	opts, _ := j.Security.Opts()
+	return opts
 }
 
 // groupOpts are the baselines' client options for j.GroupProtocol.

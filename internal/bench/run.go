@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/internal/readback"
 	"github.com/onceflow/onceflow/internal/verify"
@@ -156,7 +157,7 @@ func (r *Runner) backlog(ctx context.Context, cfg Config, suffix string, n int) 
 	if err != nil {
 		return "", err
 	}
-	p, err := newProducer(r.Env.Brokers, topic, cfg.Sessions, cfg.Size)
+	p, err := newProducer(r.Env.Brokers, r.Env.opts, topic, cfg.Sessions, cfg.Size)
 	if err != nil {
 		return "", err
 	}
@@ -198,13 +199,13 @@ func (r *Runner) runTrial(ctx context.Context, t *trial) (Result, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	rep, stateDLQ, err := verifyOutput(rctx, r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages)
+	rep, stateDLQ, err := verifyOutput(rctx, r.Env.Brokers, r.Env.opts, t.job.Output, t.job.DLQ, res.Messages)
 	if err != nil {
 		return *res, err
 	}
 	if res.Stateful {
 		res.stateDLQ = stateDLQ
-		if res.StateViolations, err = verifyState(rctx, r.Env.Brokers, changelogTopic(t.job.Group, t.job.Input), res.Messages, cfg.Sessions); err != nil {
+		if res.StateViolations, err = verifyState(rctx, r.Env.Brokers, r.Env.opts, changelogTopic(t.job.Group, t.job.Input), res.Messages, cfg.Sessions); err != nil {
 			return *res, err
 		}
 	}
@@ -221,8 +222,8 @@ func (r *Runner) runTrial(ctx context.Context, t *trial) (Result, error) {
 // verifyOutput reads the committed output back and checks it against
 // inputs 0..n-1. It also counts the dead letters of records that found
 // their session's state out of step.
-func verifyOutput(ctx context.Context, brokers []string, output, dlq string, n int) (verify.Report, int, error) {
-	recs, err := readback.ReadCommitted(ctx, brokers, output, dlq)
+func verifyOutput(ctx context.Context, brokers []string, opts []kgo.Opt, output, dlq string, n int) (verify.Report, int, error) {
+	recs, err := readback.ReadCommittedWith(ctx, brokers, opts, output, dlq)
 	if err != nil {
 		return verify.Report{}, 0, fmt.Errorf("reading the output back: %w", err)
 	}

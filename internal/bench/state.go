@@ -18,8 +18,8 @@ func changelogTopic(group, input string) string { return group + "-" + input + "
 // verifyState reads a stateful run's changelog back (read_committed) and
 // returns how many sessions (or stray keys) end with a count other than
 // their number of records among inputs 0..n-1.
-func verifyState(ctx context.Context, brokers []string, changelog string, n, sessions int) (int, error) {
-	recs, err := readback.ReadCommitted(ctx, brokers, changelog)
+func verifyState(ctx context.Context, brokers []string, opts []kgo.Opt, changelog string, n, sessions int) (int, error) {
+	recs, err := readback.ReadCommittedWith(ctx, brokers, opts, changelog)
 	if err != nil {
 		return 0, fmt.Errorf("reading the state changelog back: %w", err)
 	}

@@ -104,7 +104,7 @@ func (t *trial) setup(ctx context.Context, base string) error {
 		return err
 	}
 	t.job = Job{
-		Mode: t.res.Mode, Brokers: env.Brokers, Input: t.input, Output: out, DLQ: dlq,
+		Mode: t.res.Mode, Brokers: env.Brokers, Security: env.Security, Input: t.input, Output: out, DLQ: dlq,
 		Group: env.Group(base), InstanceID: "i0", Messages: t.res.Messages,
 		Latency: cfg.HandlerLatency, CPURounds: t.cpuRounds, FaultRate: cfg.FaultRate, RetryInitial: cfg.RetryInitial,
 		CommitInterval: cfg.CommitInterval, IdleSession: cfg.IdleSession, MinCommitInterval: cfg.MinCommitInterval, Pipeline: cfg.Pipeline, MetadataBytes: cfg.MetadataBytes,
@@ -184,7 +184,7 @@ func (t *trial) run(ctx context.Context) error {
 	if live {
 		floor = time.Time{}
 	}
-	obs, err := startObserver(runCtx, t.r.Env.Brokers, t.job.Output, t.job.DLQ, res.Messages, start, floor, log)
+	obs, err := startObserver(runCtx, t.r.Env.Brokers, t.r.Env.opts, t.job.Output, t.job.DLQ, res.Messages, start, floor, log)
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (t *trial) run(ctx context.Context) error {
 		}
 	}()
 	if live {
-		if prod, err = newProducer(t.r.Env.Brokers, t.input, cfg.Sessions, cfg.Size); err != nil {
+		if prod, err = newProducer(t.r.Env.Brokers, t.r.Env.opts, t.input, cfg.Sessions, cfg.Size); err != nil {
 			return err
 		}
 		prod.dups = newDupSchedule(cfg.DupRate, res.Messages)

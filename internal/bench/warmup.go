@@ -79,12 +79,12 @@ func (e *Env) warmCoordinators(ctx context.Context) error {
 	if _, err := e.awaitTopics(ctx, []string{topic}); err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(e.Brokers...),
 		kgo.TransactionalID(e.Name("warmup")),
-		kgo.TransactionTimeout(10*time.Second),
+		kgo.TransactionTimeout(10 * time.Second),
 		kgo.DefaultProduceTopic(topic),
-	)
+	}, e.opts...)...)
 	if err != nil {
 		return err
 	}

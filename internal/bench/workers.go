@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/onceflow/onceflow/internal/clientsec"
 )
 
 // WorkerFlag is the hidden flag that makes the binary run one Job (given
@@ -194,9 +197,16 @@ func (ws *workerSet) start(i int) error {
 	if job.DedupeDir != "" {
 		job.DedupeDir = filepath.Join(filepath.Dir(ws.job.DedupeDir), job.InstanceID)
 	}
+	// The SASL password goes in the worker's environment, not on its
+	// command line, where any user's process listing would show it.
+	password := job.Security.Password
+	job.Security.Password = ""
 	p := &workerProc{exited: make(chan struct{}), stdout: newWorkerStdout()}
 	// A restarted worker is never held: the run is under way.
 	p.cmd = ws.command(job, ws.hold)
+	if password != "" {
+		p.cmd.Env = append(os.Environ(), clientsec.PasswordEnv+"="+password)
+	}
 	p.cmd.Stdout = p.stdout
 	p.cmd.Stderr = ws.stderr
 	// The worker stops when its stdin closes: on our request, or when

@@ -24,9 +24,11 @@ type Cutter struct {
 var errCut = errors.New("kafkatest: connection cut")
 
 // Opt returns the client option that routes dials through the cutter.
+// Against a secured listener (EnvSecurityPrefix) the dial also does the
+// TLS handshake: the option replaces the client's dialer, TLS included.
 func (c *Cutter) Opt() kgo.Opt {
 	var d net.Dialer
-	return kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.cut && (c.until.IsZero() || time.Now().Before(c.until)) {
@@ -37,7 +39,13 @@ func (c *Cutter) Opt() kgo.Opt {
 			c.conns = append(c.conns, conn)
 		}
 		return conn, err
-	})
+	}
+	if Real() {
+		if tlsDial, err := envSecurity().Dial(dial); err == nil {
+			return kgo.Dialer(tlsDial)
+		}
+	}
+	return kgo.Dialer(dial)
 }
 
 // Cut closes every connection and refuses new ones.

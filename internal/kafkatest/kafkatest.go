@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow/internal/clientsec"
 	"github.com/onceflow/onceflow/internal/readback"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -44,6 +45,15 @@ type Cluster struct {
 	Admin   *kadm.Client
 	// Fake is the embedded cluster, for fault injection; nil in ModeReal.
 	Fake *kfake.Cluster
+	// Security is how clients reach the cluster: TLS and SASL for a
+	// Secured embedded cluster, or as the environment says for real
+	// brokers (EnvSecurityPrefix); the zero value is PLAINTEXT.
+	Security clientsec.Config
+	// ClientOpts are the client options Security asks for: every
+	// client the package opens gets them, and tests pass them to what
+	// they build (processor.WithKgoOpts), so that a client that drops
+	// them fails against a secured cluster.
+	ClientOpts []kgo.Opt
 
 	cl *kgo.Client // Admin's client
 }
@@ -52,6 +62,7 @@ type Cluster struct {
 type Option func(*config)
 
 type config struct {
+	secured    bool
 	preKIP890  bool
 	fakeOpts   []kfake.Opt
 	keepParked bool
@@ -118,6 +129,7 @@ func New(t testing.TB, opts ...Option) *Cluster {
 	if env := os.Getenv(EnvBrokers); env != "" {
 		c.Mode = ModeReal
 		c.Brokers = strings.Split(env, ",")
+		c.Security = envSecurity()
 	} else {
 		fopts := []kfake.Opt{kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(100 * time.Millisecond),
 			// KIP-848 groups take these from the broker, not the
@@ -133,6 +145,10 @@ func New(t testing.TB, opts ...Option) *Cluster {
 			c.Mode = ModeFakeV39
 			fopts = append(fopts, kfake.MaxVersions(kversion.V3_9_0()))
 		}
+		if cfg.secured {
+			sopts, sec := secureFake(t)
+			fopts, c.Security = append(fopts, sopts...), sec
+		}
 		fake, err := kfake.NewCluster(append(fopts, cfg.fakeOpts...)...)
 		if err != nil {
 			t.Fatalf("kafkatest: starting embedded cluster: %v", err)
@@ -144,7 +160,8 @@ func New(t testing.TB, opts ...Option) *Cluster {
 		c.Fake = fake
 		c.Brokers = fake.ListenAddrs()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	c.ClientOpts = clientOpts(t, c.Security)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.ClientOpts...)...)
 	if err != nil {
 		t.Fatalf("kafkatest: admin client: %v", err)
 	}
@@ -295,10 +312,11 @@ func (c *Cluster) topicEverywhere(ctx context.Context, name string, partitions i
 	return nil
 }
 
-// Client returns a client of the cluster, closed when the test ends.
+// Client returns a client of the cluster (with ClientOpts, then opts),
+// closed when the test ends.
 func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, opts...)...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.ClientOpts...), opts...)...)
 	if err != nil {
 		t.Fatalf("kafkatest: client: %v", err)
 	}
@@ -376,7 +394,7 @@ func (c *Cluster) ReadCommitted(t testing.TB, topics ...string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rs, err := readback.ReadCommitted(ctx, c.Brokers, topics...)
+	rs, err := readback.ReadCommittedWith(ctx, c.Brokers, c.ClientOpts, topics...)
 	if err != nil {
 		t.Fatalf("kafkatest: %v", err)
 	}

@@ -16,7 +16,13 @@ import (
 // in offset order. Open transactions are not waited for: the read stops at
 // each partition's last stable offset at the time of the call.
 func ReadCommitted(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Record, error) {
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	return ReadCommittedWith(ctx, brokers, nil, topics...)
+}
+
+// ReadCommittedWith is ReadCommitted with client options (TLS, SASL) for
+// every client it opens.
+func ReadCommittedWith(ctx context.Context, brokers []string, opts []kgo.Opt, topics ...string) ([]*kgo.Record, error) {
+	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -47,12 +53,12 @@ func ReadCommitted(ctx context.Context, brokers []string, topics ...string) ([]*
 	// Control records are kept so that the position is known exactly: a
 	// partition is done when a record (data or transaction marker) at or
 	// past the last stable offset minus one has been seen.
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumePartitions(want),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
