@@ -95,15 +95,17 @@ func (o *observer) observe(r *kgo.Record, now time.Time) {
 		return // malformed, beyond a capped run, or a duplicate: judged on read-back
 	}
 	o.seen[p.ID] = true
+	lat := time.Duration(-1)
 	if !isDLQ {
 		from := p.ProducedAt
 		if from.Before(o.floor) {
 			from = o.floor
 		}
-		_ = o.hist.RecordValue(max(1, now.Sub(from).Microseconds())) // beyond 1h: dropped, and the run timed out anyway
+		lat = now.Sub(from)
+		_ = o.hist.RecordValue(max(1, lat.Microseconds())) // beyond 1h: dropped, and the run timed out anyway
 	}
 	o.last = now
-	o.tl.add(now.Sub(o.start))
+	o.tl.add(now.Sub(o.start), lat)
 	if o.accounted.Add(1) == int64(o.target) {
 		close(o.done)
 	}

@@ -16,9 +16,9 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// Plot geometry: two panels side by side.
+// Plot geometry: three panels side by side.
 const (
-	plotWidth  = 30 * vg.Centimeter
+	plotWidth  = 45 * vg.Centimeter
 	plotHeight = 12 * vg.Centimeter
 	// timelinePoints bounds a throughput curve's points: a minutes-long
 	// run's 100ms buckets are merged, so that the curve stays readable.
@@ -79,12 +79,17 @@ func drawPlots(c vg.CanvasSizer, rs []Result) error {
 	if err != nil {
 		return err
 	}
+	over, err := latencyOverRunPlot(series)
+	if err != nil {
+		return err
+	}
 	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 5, PadBottom: vg.Millimeter * 5,
+	tiles := draw.Tiles{Rows: 1, Cols: 3, PadX: vg.Centimeter, PadTop: vg.Millimeter * 5, PadBottom: vg.Millimeter * 5,
 		PadLeft: vg.Millimeter * 5, PadRight: vg.Millimeter * 5}
-	canvases := plot.Align([][]*plot.Plot{{lat, thr}}, tiles, dc)
+	canvases := plot.Align([][]*plot.Plot{{lat, thr, over}}, tiles, dc)
 	lat.Draw(canvases[0][0])
 	thr.Draw(canvases[0][1])
+	over.Draw(canvases[0][2])
 	return nil
 }
 
@@ -187,15 +192,7 @@ func throughputPlot(series []plotSeries) (*plot.Plot, error) {
 	p.X.Label.Text = "seconds since the run's start"
 	p.Y.Label.Text = "inputs accounted for per second"
 	p.Legend.Top = true
-	// One point width for every curve, so that they compare: enough to
-	// keep the longest run under timelinePoints.
-	longest := 0
-	for _, s := range series {
-		if s.median.timeline != nil {
-			longest = max(longest, len(s.median.timeline.counts))
-		}
-	}
-	k := max(minBucketsPerPoint, (longest+timelinePoints-1)/timelinePoints)
+	k := pointBuckets(series)
 	p.Title.Text = fmt.Sprintf("throughput over the run (median run, per %v)", time.Duration(k)*timelineStep)
 	ymax := 0.0
 	for i, s := range series {
@@ -213,6 +210,53 @@ func throughputPlot(series []plotSeries) (*plot.Plot, error) {
 		}
 		// The last step runs to the last input accounted for.
 		pts = append(pts, plotter.XY{X: s.median.timeline.end.Seconds(), Y: rates[len(rates)-1]})
+		if err := addLine(p, i, s.label, pts, plotter.PostStep); err != nil {
+			return nil, err
+		}
+	}
+	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, legendRoom(ymax, len(series))
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+// pointBuckets is the timeline buckets per point of the over-the-run
+// panels: one width for every curve, so that they compare, enough to keep
+// the longest run under timelinePoints.
+func pointBuckets(series []plotSeries) int {
+	longest := 0
+	for _, s := range series {
+		if s.median.timeline != nil {
+			longest = max(longest, len(s.median.timeline.counts))
+		}
+	}
+	return max(minBucketsPerPoint, (longest+timelinePoints-1)/timelinePoints)
+}
+
+// latencyOverRunPlot draws each mode's median latency over its median
+// run: with transactions pipelined, outputs of the next transaction
+// become visible one commit round trip after the last ones, and the
+// median stays near that round trip.
+func latencyOverRunPlot(series []plotSeries) (*plot.Plot, error) {
+	p := plot.New()
+	k := pointBuckets(series)
+	p.Title.Text = fmt.Sprintf("median latency over the run (median run, per %v)", time.Duration(k)*timelineStep)
+	p.X.Label.Text = "seconds since the run's start"
+	p.Y.Label.Text = "p50 latency ms"
+	p.Legend.Top = true
+	ymax := 0.0
+	for i, s := range series {
+		if s.median.timeline == nil {
+			continue
+		}
+		starts, p50 := s.median.timeline.medians(k)
+		if len(starts) == 0 {
+			continue
+		}
+		pts := make(plotter.XYs, len(starts))
+		for j := range starts {
+			pts[j] = plotter.XY{X: starts[j], Y: p50[j]}
+			ymax = math.Max(ymax, p50[j])
+		}
 		if err := addLine(p, i, s.label, pts, plotter.PostStep); err != nil {
 			return nil, err
 		}

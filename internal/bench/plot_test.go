@@ -36,12 +36,12 @@ func TestWritePlotSynthetic(t *testing.T) {
 		r := Result{Scenario: "default", Mode: mode, Throughput: thr, hist: newHistogram(), timeline: &timeline{}}
 		for i, v := range ms {
 			require.NoError(t, r.hist.RecordValue(v*1000))
-			r.timeline.add(time.Duration(i) * 30 * time.Millisecond)
+			r.timeline.add(time.Duration(i)*30*time.Millisecond, time.Duration(v)*time.Millisecond)
 		}
 		return r
 	}
-	alo := res(ModeALO, 5) // e.g. every input dead-lettered
-	alo.timeline.add(time.Millisecond)
+	alo := res(ModeALO, 5)                 // e.g. every input dead-lettered
+	alo.timeline.add(time.Millisecond, -1) // a dead letter
 	rs := []Result{res(ModeGTS, 10, 5, 7, 9), res(ModeSession, 20, 1, 2, 3), res(ModeGTS, 12, 6, 8, 10), alo}
 	ss := plotSeriesOf(rs)
 	require.Len(t, ss, 3)
@@ -51,8 +51,8 @@ func TestWritePlotSynthetic(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WritePlot(&buf, rs))
 	texts := svgtest.Texts(t, &buf)
-	require.Equal(t, 2, texts["franz-gts"], "legend entries in both panels")
-	require.Equal(t, 2, texts["onceflow-session"])
+	require.Equal(t, 3, texts["franz-gts"], "legend entries in the three panels")
+	require.Equal(t, 3, texts["onceflow-session"])
 	require.Equal(t, 1, texts["alo-raw"], "no latencies: the throughput panel only")
 
 	// Several phases: labels name the phase.
@@ -60,8 +60,8 @@ func TestWritePlotSynthetic(t *testing.T) {
 	buf.Reset()
 	require.NoError(t, WritePlot(&buf, rs))
 	texts = svgtest.Texts(t, &buf)
-	require.Equal(t, 2, texts["chat onceflow-session"])
-	require.Equal(t, 2, texts["default franz-gts"])
+	require.Equal(t, 3, texts["chat onceflow-session"])
+	require.Equal(t, 3, texts["default franz-gts"])
 
 	buf.Reset()
 	require.NoError(t, WritePlot(&buf, nil), "nothing ran: empty panels")

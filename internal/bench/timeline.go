@@ -1,6 +1,10 @@
 package bench
 
-import "time"
+import (
+	"math"
+	"slices"
+	"time"
+)
 
 // timelineStep is the width of a timeline bucket. Outputs become visible
 // only at commits (every 100ms by default), so finer buckets would show
@@ -8,22 +12,51 @@ import "time"
 const timelineStep = 100 * time.Millisecond
 
 // timeline counts the inputs accounted for in each timelineStep of a
-// run, from its start: throughput over the run, for -plot. It belongs to
-// the observer's poll goroutine until the observer stops.
+// run, from its start, and keeps the latencies of the outputs that became
+// visible in it: throughput and median latency over the run, for -plot
+// (a pipeline of transactions shows as a lower, steadier median). It
+// belongs to the observer's poll goroutine until the observer stops.
 type timeline struct {
 	counts []int64
+	lat    [][]uint32    // per bucket: output latencies, microseconds
 	end    time.Duration // when the last awaited input became visible
 }
 
-// add counts one input accounted for at offset at from the run's start.
-func (tl *timeline) add(at time.Duration) {
+// add counts one input accounted for at offset at from the run's start;
+// lat is its output's latency, or negative for a dead letter.
+func (tl *timeline) add(at, lat time.Duration) {
 	at = max(at, 0)
 	i := int(at / timelineStep)
 	for len(tl.counts) <= i {
 		tl.counts = append(tl.counts, 0)
+		tl.lat = append(tl.lat, nil)
 	}
 	tl.counts[i]++
+	if lat >= 0 {
+		tl.lat[i] = append(tl.lat[i], uint32(min(lat.Microseconds(), math.MaxUint32)))
+	}
 	tl.end = max(tl.end, at)
+}
+
+// medians merges every k buckets into one point, as rates does, and
+// returns each point's start (seconds from the run's start) and the
+// median latency (ms) of the outputs that became visible in it; points
+// without outputs are left out.
+func (tl *timeline) medians(k int) (starts, p50 []float64) {
+	k = max(k, 1)
+	for i := 0; i < len(tl.lat); i += k {
+		var pts []uint32
+		for _, b := range tl.lat[i:min(i+k, len(tl.lat))] {
+			pts = append(pts, b...)
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		slices.Sort(pts)
+		starts = append(starts, (time.Duration(i) * timelineStep).Seconds())
+		p50 = append(p50, float64(pts[len(pts)/2])/1000)
+	}
+	return starts, p50
 }
 
 // rates merges every k buckets into one point and returns each point's

@@ -13,7 +13,7 @@ import (
 func TestTimelineRates(t *testing.T) {
 	var tl timeline
 	for i := range 1000 {
-		tl.add(time.Duration(i) * time.Millisecond) // 1,000 records/s for 1s
+		tl.add(time.Duration(i)*time.Millisecond, time.Duration(i%10)*time.Millisecond) // 1,000 records/s for 1s
 	}
 	require.Len(t, tl.counts, 10)
 	starts, rates := tl.rates(1)
@@ -35,7 +35,7 @@ func TestTimelineRates(t *testing.T) {
 	// A commit's 300 inputs showing 1ms past the edge of the last point:
 	// counted in the point before, which then runs to the end.
 	for range 300 {
-		tl.add(1201 * time.Millisecond)
+		tl.add(1201*time.Millisecond, -1)
 	}
 	starts, rates = tl.rates(4)
 	require.Equal(t, []float64{0, 0.4, 0.8}, starts)
@@ -47,6 +47,26 @@ func TestTimelineRates(t *testing.T) {
 	var empty timeline
 	starts, _ = empty.rates(3)
 	require.Empty(t, starts)
-	empty.add(-time.Second) // before the start: the first bucket
+	empty.add(-time.Second, -1) // before the start: the first bucket
 	require.Equal(t, []int64{1}, empty.counts)
+}
+
+// TestTimelineMedians: the median latency of the outputs that became
+// visible in each point, points without outputs left out.
+func TestTimelineMedians(t *testing.T) {
+	var tl timeline
+	for i := range 300 { // 0-299ms: latencies 1..3ms, then 10..30ms
+		lat := time.Duration(1+i%3) * time.Millisecond
+		if i >= 100 {
+			lat *= 10
+		}
+		tl.add(time.Duration(i)*time.Millisecond, lat)
+	}
+	tl.add(650*time.Millisecond, -1) // a dead letter only
+	starts, p50 := tl.medians(1)
+	require.Equal(t, []float64{0, 0.1, 0.2}, starts)
+	require.Equal(t, []float64{2, 20, 20}, p50)
+	starts, p50 = tl.medians(2)
+	require.Equal(t, []float64{0, 0.2}, starts)
+	require.Equal(t, []float64{10, 20}, p50, "0-200ms: the upper middle of 1-3ms and 10-30ms, 100 each")
 }
