@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -245,6 +246,87 @@ func TestDuplicateInstance(t *testing.T) {
 		require.ErrorIs(t, a.wait(t, 30*time.Second), processor.ErrFenced)
 		rep := pl.waitDone(t, 60*time.Second)
 		require.NoError(t, b.stop(t))
+		require.True(t, rep.ExactlyOnce(), rep.String())
+		require.Equal(t, pl.inputs, rep.Outputs)
+	})
+}
+
+// TestCrashWithTwoTransactionsInFlight: with transactions pipelined
+// (WithTransactionPipeline), an instance dies while one transaction's
+// EndTxn is at the coordinator and the next one, on the ring's other
+// producer, has records out. The replacement's claim of every ring ID
+// aborts the open one, the one that ended is either committed or not (the
+// crash hid the answer), and the output holds every input exactly once,
+// in session order. kfake only: it holds the EndTxn until the other
+// producer's records arrive.
+func TestCrashWithTwoTransactionsInFlight(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("holds an EndTxn in the embedded cluster")
+	}
+	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
+		pl := newPipeline(t, c, 3, 6000, 200)
+		pl.produce(t, 0, pl.inputs)
+		var cut kafkatest.Cutter
+		var mu sync.Mutex
+		open := make(map[string]bool) // transactional IDs with records since their last EndTxn
+		var commits int
+		var crashed atomic.Bool
+		twoOpen := func(id string) bool {
+			for other, o := range open {
+				if other != id && o {
+					return true
+				}
+			}
+			return false
+		}
+		c.Fake.ControlKey(kmsg.Produce.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+			c.Fake.KeepControl()
+			if req := kr.(*kmsg.ProduceRequest); req.TransactionID != nil {
+				mu.Lock()
+				open[*req.TransactionID] = true
+				mu.Unlock()
+			}
+			return nil, nil, false
+		})
+		c.Fake.ControlKey(kmsg.EndTxn.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+			c.Fake.KeepControl()
+			req := kr.(*kmsg.EndTxnRequest)
+			mu.Lock()
+			defer mu.Unlock()
+			open[req.TransactionalID] = false
+			// From the third commit on, once outputs flow: the first
+			// EndTxn that meets another producer's records out is
+			// applied, and the instance crashes before it hears.
+			if commits++; req.Commit && commits >= 3 && !crashed.Load() && twoOpen(req.TransactionalID) {
+				cut.Cut()
+				crashed.Store(true)
+			}
+			return nil, nil, false
+		})
+		// The offset commit takes a moment, as a replicated
+		// coordinator's does: the next transaction's records go out
+		// meanwhile.
+		c.Fake.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.Fake.KeepControl()
+			c.Fake.SleepControl(func() { time.Sleep(20 * time.Millisecond) })
+			return nil, nil, false
+		})
+		slow := func(ctx context.Context, r *kgo.Record, out processor.Emitter) error {
+			time.Sleep(time.Millisecond) // input for many transactions
+			return copyHandler(ctx, r, out)
+		}
+		// One lane per partition: the input spreads over many
+		// transactions, each ending while records keep finishing.
+		a := start(t, append(pl.opts("i1", slow), processor.WithOrdering(processor.OrderByPartition), processor.WithKgoOpts(cut.Opt()))...)
+		require.Eventually(t, crashed.Load, 30*time.Second, 10*time.Millisecond, "no EndTxn met another producer's records out")
+		before := len(pl.c.ReadCommitted(t, pl.out))
+		t.Logf("crashed with two transactions in flight, after %d committed outputs", before)
+
+		b := start(t, pl.opts("i1", copyHandler)...)
+		pl.waitDone(t, 60*time.Second)
+		require.NoError(t, b.stop(t))
+		_ = a.stop(t)
+		rep := pl.read(t)
 		require.True(t, rep.ExactlyOnce(), rep.String())
 		require.Equal(t, pl.inputs, rep.Outputs)
 	})
