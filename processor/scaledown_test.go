@@ -37,10 +37,17 @@ const handoverBound = 10 * time.Second
 const scaleDownSession = 45 * time.Second
 
 // newScaleDownPipeline is a pipeline whose group has Kafka's default
-// session timeout and, under the consumer protocol, heartbeat interval.
+// session timeout and, under the consumer protocol, heartbeat interval
+// (ONCEFLOW_SCALEDOWN_HEARTBEAT, a Go duration, sets another).
 func newScaleDownPipeline(t *testing.T, c *kafkatest.Cluster) *pipeline {
+	heartbeat := 5 * time.Second
+	if v := os.Getenv("ONCEFLOW_SCALEDOWN_HEARTBEAT"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, "ONCEFLOW_SCALEDOWN_HEARTBEAT")
+		heartbeat = d
+	}
 	pl := newPipeline(t, c, 4, 4000, 40)
-	c.ConsumerGroupTimeouts(t, pl.group, scaleDownSession, 5*time.Second)
+	c.ConsumerGroupTimeouts(t, pl.group, scaleDownSession, heartbeat)
 	return pl
 }
 
