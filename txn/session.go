@@ -454,6 +454,7 @@ func (s *Session) leave(ctx context.Context, member string, epoch int32) error {
 	} else {
 		req := kmsg.NewPtrLeaveGroupRequest()
 		req.Group = s.cfg.Group
+		req.MemberID = member // what versions before 3 send, without the instance ID
 		m := kmsg.NewLeaveGroupRequestMember()
 		m.MemberID, m.InstanceID = member, &s.cfg.InstanceID
 		m.Reason = kmsg.StringPtr("onceflow: leaving the group on a clean stop (scale-down)")
