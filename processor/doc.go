@@ -44,7 +44,10 @@
 // generation or epoch, and a zombie cannot commit. Under KIP-848
 // partitions that stay put keep committing through a rebalance, and the
 // first holder of an instance ID keeps it until it leaves or its session
-// expires (docs/operations.md).
+// expires (docs/operations.md). Under both, a stop keeps the instance's
+// static membership for its restart (a rolling restart), and
+// WithLeaveOnStop or Processor.LeaveOnStop make a stop for good (a
+// scale-down) leave the group, so that its partitions move at once.
 //
 // # What exactly-once covers
 //

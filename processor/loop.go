@@ -113,6 +113,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 	closeCommitter := l.connect(sessionClient{s})
 	var refreshWG sync.WaitGroup
 	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	stopped := false // a clean stop: Run's ctx done, shutdown not fenced
 	defer func() {
 		l.endYield()
 		stopRefresh()
@@ -126,6 +127,10 @@ func (r *run) runLifetime(ctx context.Context) error {
 		if member, epoch := s.Client().GroupMetadata(); epoch > 0 {
 			r.members.add(member)
 		}
+		if stopped && p.leaveOnStop.Load() {
+			l.closeAndLeave(s)
+			return
+		}
 		s.Close()
 	}()
 	if p.metrics != nil {
@@ -136,6 +141,9 @@ func (r *run) runLifetime(ctx context.Context) error {
 	}
 	l.claimID(ctx, s)
 	err = l.run(ctx)
+	// Not when the topic watch stopped Run (ErrTopicNotFound): a job
+	// whose topic is gone is fixed and restarted, not scaled down.
+	stopped = err == nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrTopicNotFound)
 	if err != nil {
 		// An end still running uses the clients: it ends before they
 		// close (closeCommitter), and its error, if any, is the
@@ -145,6 +153,27 @@ func (r *run) runLifetime(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// leaveTimeout bounds a clean stop's leave of the group (WithLeaveOnStop).
+const leaveTimeout = 5 * time.Second
+
+// closeAndLeave closes the lifetime's session after a clean stop and
+// leaves the group, so that the other members get its partitions now
+// (WithLeaveOnStop).
+func (l *lifetime) closeAndLeave(s *txn.Session) {
+	member, epoch := s.Client().GroupMetadata()
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := s.CloseAndLeave(ctx); err != nil {
+		l.cfg.logger.Warn("could not leave the group on stop; this instance's partitions move to the other instances only when its session times out", "member", member, "err", err)
+		return
+	}
+	if member == "" || epoch <= 0 {
+		return // never joined: nothing to leave
+	}
+	l.cfg.logger.Info("left the group on stop; this instance's partitions go to the other instances now", "member", member, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // newLifetime builds a lifetime without its client (see connect).

@@ -19,6 +19,9 @@ import (
 type Processor struct {
 	cfg config
 	ran atomic.Bool
+	// leaveOnStop: a clean stop leaves the group (WithLeaveOnStop,
+	// LeaveOnStop).
+	leaveOnStop atomic.Bool
 	// incarnation is Run's start time (Unix ns, wall clock: it is compared
 	// with other processes', which an injected clock would not allow), kept
 	// across client rebuilds so that a zombie keeps its old one: see
@@ -56,8 +59,20 @@ func New(opts ...Opt) (*Processor, error) {
 		p.tracer = cfg.tracerProvider.Tracer(tracerName)
 	}
 	p.metrics = newMetrics(cfg.registerer, &p.cfg, p)
+	p.leaveOnStop.Store(cfg.leaveOnStop)
 	return p, nil
 }
+
+// LeaveOnStop sets whether Run's next clean stop leaves the consumer group
+// (see WithLeaveOnStop, whose setting it replaces): true for a stop after
+// which this instance does not come back (a scale-down), false for one
+// after which it restarts with the same instance ID (a rolling restart).
+// Call it from any goroutine, before Run's context is canceled or while
+// Run shuts down: the choice is read after the final commit. A process
+// that cannot tell the two kinds of stop from its signal (a Kubernetes pod
+// gets SIGTERM for both) can be told by a preStop hook, an admin endpoint
+// or a signal of its own that calls this (docs/operations.md).
+func (p *Processor) LeaveOnStop(leave bool) { p.leaveOnStop.Store(leave) }
 
 // Run first confirms, within WithStartTimeout, that the brokers accept
 // its TLS and SASL settings, answer, and have the input, output and

@@ -27,7 +27,10 @@
 // a process tell a newer holder of its instance ID from an older one that
 // came back. Under the consumer protocol, where a process may wait for its
 // instance ID, Claim and CheckClaim order such processes by their
-// InitProducerIDs instead (claim.go).
+// InitProducerIDs instead (claim.go). Close keeps the static membership
+// for such a restart; CloseAndLeave, for a stop after which the instance
+// does not come back (a scale-down), leaves the group, so that the other
+// members take its partitions at once.
 //
 // # Errors
 //

@@ -406,14 +406,13 @@ func (s *Session) judgeHolder(resp *kmsg.DescribeGroupsResponse, ourMember strin
 }
 
 // leaveStatic848 sends, under the consumer protocol, the static member's
-// leave that Kafka accepts. franz-go v1.22's own (member epoch -2, a
-// temporary leave) leaves the instance ID out, which Kafka refuses
+// temporary leave that Kafka accepts. franz-go v1.22's own (member epoch
+// -2, a temporary leave) leaves the instance ID out, which Kafka refuses
 // (INVALID_REQUEST), and the member then held the ID until its session
 // expired, keeping a replacement waiting (TestStaticLeave848). Sent after
 // the member's client closed, so that no heartbeat of its rejoins; an
 // error (the member already left, the brokers are gone) changes nothing.
-func (s *Session) leaveStatic848() {
-	member, epoch := s.cl.GroupMetadata()
+func (s *Session) leaveStatic848(member string, epoch int32) {
 	if s.cfg.GroupProtocol != GroupProtocolConsumer || member == "" || epoch <= 0 {
 		return
 	}
@@ -424,16 +423,104 @@ func (s *Session) leaveStatic848() {
 	_, _ = req.RequestWith(ctx, s.ring[0].cl)
 }
 
+// leftEpoch is the member epoch of a KIP-848 member's permanent leave
+// (Kafka's LEAVE_GROUP_MEMBER_EPOCH).
+const leftEpoch = -1
+
+// leave removes the closed member from the group for good, naming its
+// member and instance ID, so that the group hands its partitions to the
+// other members now. Under the classic protocol a LeaveGroup (v3+,
+// KIP-345's batch form), as Kafka Streams' close with
+// CloseOptions.leaveGroup(true) (KIP-812) and the Java consumer's close
+// with GroupMembershipOperation.LEAVE_GROUP (KIP-1092) send it; under the
+// consumer protocol a ConsumerGroupHeartbeat at member epoch -1, which
+// Kafka takes from a static member too (its -2 only parks the member). The
+// member ID must be the holder's: Kafka answers FENCED_INSTANCE_ID, and
+// removes nobody, when a newer process holds the instance ID. A member the
+// group no longer knows (it expired, or franz-go left already) has left.
+func (s *Session) leave(ctx context.Context, member string, epoch int32) error {
+	if member == "" || (s.cfg.GroupProtocol == GroupProtocolConsumer && epoch <= 0) {
+		return nil // never joined, or lost its membership: nothing to leave
+	}
+	cl := s.ring[0].cl
+	var err error
+	if s.cfg.GroupProtocol == GroupProtocolConsumer {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch, req.InstanceID = s.cfg.Group, member, leftEpoch, &s.cfg.InstanceID
+		var resp *kmsg.ConsumerGroupHeartbeatResponse
+		if resp, err = req.RequestWith(ctx, cl); err == nil {
+			err = errorWithMessage(resp.ErrorCode, resp.ErrorMessage)
+		}
+	} else {
+		req := kmsg.NewPtrLeaveGroupRequest()
+		req.Group = s.cfg.Group
+		req.MemberID = member // what versions before 3 send, without the instance ID
+		m := kmsg.NewLeaveGroupRequestMember()
+		m.MemberID, m.InstanceID = member, &s.cfg.InstanceID
+		m.Reason = kmsg.StringPtr("onceflow: leaving the group on a clean stop (scale-down)")
+		req.Members = append(req.Members, m)
+		var resp *kmsg.LeaveGroupResponse
+		if resp, err = req.RequestWith(ctx, cl); err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+			for _, m := range resp.Members {
+				if err == nil {
+					err = kerr.ErrorForCode(m.ErrorCode)
+				}
+			}
+		}
+	}
+	if errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.GroupIDNotFound) {
+		return nil // gone already
+	}
+	if err != nil {
+		return fmt.Errorf("txn: leaving group %s as member %s (instance %s): %w", s.cfg.Group, member, s.cfg.InstanceID, err)
+	}
+	return nil
+}
+
+// errorWithMessage is kerr.ErrorForCode with the broker's message, if any.
+func errorWithMessage(code int16, msg *string) error {
+	err := kerr.ErrorForCode(code)
+	if err != nil && msg != nil && *msg != "" {
+		err = fmt.Errorf("%w: %s", err, *msg)
+	}
+	return err
+}
+
 // Close closes the clients. A static member does not leave the group on
-// close: a restart with the same instance ID reclaims its partitions.
-// Transactions still open (not being ended: end them first) are aborted,
-// so that they do not hold their partitions' last stable offset until the
-// transaction timeout; if the brokers cannot be reached, the next
-// InitProducerID of their transactional IDs (a new Session's Claim) or
-// the coordinator's timeout aborts them.
-func (s *Session) Close() {
+// close: a restart with the same instance ID reclaims its partitions
+// without a rebalance (under the consumer protocol the member leaves at
+// epoch -2, which parks its partitions for such a restart until its
+// session ends). For a stop after which the instance does not come back,
+// use CloseAndLeave. Transactions still open (not being ended: end them
+// first) are aborted, so that they do not hold their partitions' last
+// stable offset until the transaction timeout; if the brokers cannot be
+// reached, the next InitProducerID of their transactional IDs (a new
+// Session's Claim) or the coordinator's timeout aborts them.
+func (s *Session) Close() { _ = s.close(nil) }
+
+// CloseAndLeave is Close for a stop after which this instance does not
+// come back (a scale-down): after the group member's client closed and the
+// open transactions were aborted, the member leaves the group for good,
+// naming its instance ID, so that the group hands its partitions to the
+// other members at once instead of keeping them for a restart until the
+// session timeout. Call it only once the last transaction has committed
+// (their next owners resume from the committed offsets), and never on the
+// way to a new Session after an error: a process that rebuilds keeps its
+// instance ID. ctx bounds the leave; its error (the brokers could not be
+// reached, or a newer process holds the instance ID: FENCED_INSTANCE_ID)
+// says the partitions wait for the session timeout after all. A member
+// that never joined, or that the group already dropped, has nothing to
+// leave: nil.
+func (s *Session) CloseAndLeave(ctx context.Context) error {
+	return s.close(ctx)
+}
+
+// close is Close, with a permanent leave if leaveCtx is not nil.
+func (s *Session) close(leaveCtx context.Context) error {
 	s.cl.CloseAllowingRebalance()
-	s.leaveStatic848()
+	// Read after the close: the member the client last held.
+	member, epoch := s.cl.GroupMetadata()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, p := range s.ring {
@@ -443,7 +530,19 @@ func (s *Session) Close() {
 		if open && p.cl.AbortBufferedRecords(ctx) == nil {
 			_ = p.cl.EndTransaction(ctx, kgo.TryAbort)
 		}
+	}
+	// After the aborts: a transaction left open would hold the offsets
+	// it commits unstable, and the next owner's offset fetch waits for
+	// them.
+	var err error
+	if leaveCtx != nil {
+		err = s.leave(leaveCtx, member, epoch)
+	} else {
+		s.leaveStatic848(member, epoch)
+	}
+	for _, p := range s.ring {
 		p.cl.Close()
 	}
 	s.offsets.close()
+	return err
 }

@@ -172,20 +172,21 @@ func New(t testing.TB, opts ...Option) *Cluster {
 }
 
 // EachMode runs fn as a subtest per transaction protocol: twice on the
-// embedded cluster (current and pre-KIP-890 versions), once on real brokers.
-func EachMode(t *testing.T, fn func(t *testing.T, c *Cluster)) {
+// embedded cluster (current and pre-KIP-890 versions), once on real
+// brokers. opts go to New.
+func EachMode(t *testing.T, fn func(t *testing.T, c *Cluster), opts ...Option) {
 	t.Helper()
 	if Real() {
-		t.Run(string(ModeReal), func(t *testing.T) { fn(t, New(t)) })
+		t.Run(string(ModeReal), func(t *testing.T) { fn(t, New(t, opts...)) })
 		return
 	}
-	t.Run(string(ModeFake), func(t *testing.T) { fn(t, New(t)) })
+	t.Run(string(ModeFake), func(t *testing.T) { fn(t, New(t, opts...)) })
 	if Consumer848() {
 		// Kafka 3.9 has no KIP-848: the processor refuses to start
 		// (TestGroupProtocolUnsupported).
 		return
 	}
-	t.Run(string(ModeFakeV39), func(t *testing.T) { fn(t, New(t, PreKIP890())) })
+	t.Run(string(ModeFakeV39), func(t *testing.T) { fn(t, New(t, append(opts, PreKIP890())...)) })
 }
 
 // expireParkedStaticMembers pins a kfake divergence. A static member that
