@@ -94,8 +94,13 @@ func (p *Processor) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
-	if err := checkAccess(ctx, &p.cfg); err != nil || ctx.Err() != nil {
-		return err // access.go
+	// Refused credentials first (access.go); brokers that do not answer
+	// within the start timeout are the start check's to name.
+	actx, cancel := context.WithTimeout(ctx, p.cfg.startTimeout)
+	err := checkAccess(actx, &p.cfg)
+	cancel()
+	if err != nil || ctx.Err() != nil {
+		return err
 	}
 	if err := p.checkStart(ctx); err != nil {
 		return err
