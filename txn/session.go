@@ -82,8 +82,9 @@ type Config struct {
 	ProducerOpts []kgo.Opt
 	// OnRevoked and OnLost are the group member's callbacks
 	// (kgo.OnPartitionsRevoked, kgo.OnPartitionsLost), called after the
-	// Session failed the transactions the revoke or loss concerns.
-	// Without OnLost, losses go to OnRevoked.
+	// Session forgot where a rewind takes the partitions given up (see
+	// AllowRebalance for what an open transaction must do). Without
+	// OnLost, losses go to OnRevoked.
 	OnRevoked, OnLost func(context.Context, *kgo.Client, map[string][]int32)
 }
 
