@@ -144,15 +144,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 	// Not when the topic watch stopped Run (ErrTopicNotFound): a job
 	// whose topic is gone is fixed and restarted, not scaled down.
 	stopped = err == nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrTopicNotFound)
-	if err != nil {
-		// An end still running uses the clients: it ends before they
-		// close (closeCommitter), and its error, if any, is the
-		// lifetime's news too.
-		if e, res := l.c.result(true); e != nil && res.err != nil {
-			l.cfg.logger.Debug("a transaction's end failed as the lifetime ended", "err", res.err)
-		}
-	}
-	return err
+	return err // an end still running finishes before the clients close (closeCommitter)
 }
 
 // leaveTimeout bounds a clean stop's leave of the group (WithLeaveOnStop).
