@@ -39,8 +39,9 @@ func TestPlot(t *testing.T) {
 	defer f.Close()
 	texts := svgtest.Texts(t, f)
 	for _, mode := range []string{"franz-gts", "onceflow-session"} {
-		require.Equal(t, 2, texts[mode], "%s: one legend entry in each panel", mode)
+		require.Equal(t, 3, texts[mode], "%s: one legend entry in each of the three panels", mode)
 	}
 	require.Equal(t, 1, texts["latency by percentile (all runs merged)"])
 	require.Equal(t, 1, texts["throughput over the run (median run, per 300ms)"], "a short run: the shortest points")
+	require.Equal(t, 1, texts["median latency over the run (median run, per 300ms)"])
 }
