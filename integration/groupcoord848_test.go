@@ -140,7 +140,7 @@ func (m *raw848) waitAssigned(t *testing.T, n int, within time.Duration) bool {
 // across such a reassignment commits. Kafka 4.2.0 and kfake
 // (v0.0.0-20260918054303-01f206a7e32c) want the member's current epoch and
 // refuse it, so there the transaction aborts and its records are redone
-// (the README's storm figures; why GroupProtocolConsumer recommends 4.3+).
+// (docs/benchmarks.md's storm figures; why GroupProtocolConsumer recommends 4.3+).
 // All refuse the older epoch for the partition that moved away, which is
 // KIP-447's fencing of a stale member. On Kafka the expectation follows
 // KAFKA_VERSION (unset: broker.sh's cluster default, 4.4.0).
@@ -223,7 +223,7 @@ func TestCoordinator848TxnCommitAtOlderEpoch(t *testing.T) {
 	case takesOlder && errOlder != nil:
 		t.Errorf("Kafka %s refused a commit at the older epoch for a kept partition: %v", kafkaVersion(), errOlder)
 	case !takesOlder && errOlder == nil:
-		t.Errorf("the commit at the older epoch for a kept partition was taken, where Kafka before 4.3 and kfake refuse it: update this test, the README's storm section and GroupProtocolConsumer's doc")
+		t.Errorf("the commit at the older epoch for a kept partition was taken, where Kafka before 4.3 and kfake refuse it: update this test, docs/benchmarks.md's storm section and GroupProtocolConsumer's doc")
 	}
 	if err := commit(moved, older); err == nil {
 		t.Errorf("a commit at the older epoch %d for partition %d, which moved to b, was taken", older, moved)

@@ -38,8 +38,8 @@ import (
 // which name the partitions each transaction committed: the time between
 // two commits of a partition by the same instance, unless the sampler saw
 // the partition go to another owner in between. A measurement, not a
-// timed assertion: run it with ONCEFLOW_STORM=1 (see the README's KIP-848
-// section for the figures).
+// timed assertion: run it with ONCEFLOW_STORM=1 (see docs/benchmarks.md, "A
+// rebalance storm", for the figures).
 func TestRebalanceCommitGaps(t *testing.T) {
 	if os.Getenv("ONCEFLOW_STORM") == "" {
 		t.Skip("a measurement: set ONCEFLOW_STORM=1")

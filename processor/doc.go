@@ -26,7 +26,8 @@
 //
 // # Commits
 //
-// Every commit interval the loop commits, per partition, the offset of the
+// The loop commits as soon as finished work is waiting and the load allows
+// (at most WithCommitInterval apart), per partition the offset of the
 // lowest unfinished record, and encodes the finished records above it in
 // the offset commit's metadata (internal/offsetmeta). After a restart or a
 // rebalance the partition's next owner reads that metadata and skips
@@ -34,7 +35,10 @@
 // is bounded (the broker's offset.metadata.max.bytes): when a partition's
 // map is full, further completions wait and its fetching pauses, so the map
 // is never dropped. Handlers keep running while a transaction commits;
-// what finishes meanwhile goes into the next one.
+// what finishes meanwhile goes into the next one, which fills on the next
+// producer of the instance's ring (WithTransactionPipeline) and commits
+// right after: commits stay in order, an abort aborts the next one too,
+// and its records reach each partition after the ending one's.
 //
 // # Group protocols
 //
@@ -89,18 +93,20 @@ package processor
 // A map of the package's types, for readers of its code. One record goes
 // fetch -> partition.track -> lifetime.dispatchWindow -> dispatcher ->
 // worker (session.go: runTurn, attempt) -> completionQueue ->
-// lifetime.drain/tryAdmit -> transaction.produce -> lifetime.commit.
+// lifetime.drain/tryAdmit -> transaction.produce -> lifetime.startCommit ->
+// committer.end (on its own goroutine) -> lifetime.takeCommit.
 // The partition's keyspaces (keyspace.go) see it at three of these
 // steps: screen before dispatch, produce at admission, apply after commit.
 //
 //	Processor          processor.go   options, counters, metrics; Run builds a run
 //	run                run.go         one Run call: workers, completion queue, local stores
-//	lifetime           loop.go        one transactional client: the loop (poll, intake,
+//	lifetime           loop.go        one transactional session: the loop (poll, intake,
 //	                   admit.go       drain and admission, stuck records, backpressure,
-//	                   commit.go      commit and rewind)
+//	                   commit.go      commit plans, their results, abort and rewind)
 //	txnClient          client.go      what the loop needs of txn.Session; faked in tests
-//	transaction        transaction.go the open transaction: produce, promises, counts
-//	openGate           opengate.go    a transaction's first record goes out alone
+//	committer          committer.go   the open transaction and the one ending, in order
+//	transaction        transaction.go one transaction: produce, promises, counts
+//	openGate           opengate.go    its records wait for the one before; its first goes out alone
 //	commitSchedule     schedule.go    when the next commit starts
 //	groupEvents        group.go       the group callbacks' news for the loop
 //	restores           restore.go     changelog restores of newly assigned partitions

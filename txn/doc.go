@@ -19,11 +19,14 @@
 // # Identity
 //
 // A transactional ID is derived from the application (the group) and a
-// stable instance ID (see ID), and the same instance ID is the static group
-// member ID (group.instance.id). A restarted instance therefore reclaims
-// its partitions without a rebalance, and its InitProducerID bumps the
-// epoch, which aborts the predecessor's open transaction at once and fences
-// the predecessor if it is still alive (a zombie). Config.Incarnation lets
+// stable instance ID (see ID; the ring's other producers add "#k", see
+// RingID), and the same instance ID is the static group member ID
+// (group.instance.id). A restarted instance therefore reclaims its
+// partitions without a rebalance, and its InitProducerIDs (Claim
+// initializes every producer of the ring, and fences the ring IDs above
+// its size) bump the epochs, which aborts the predecessor's open
+// transactions at once and fences the predecessor if it is still alive (a
+// zombie). Config.Incarnation lets
 // a process tell a newer holder of its instance ID from an older one that
 // came back. Under the consumer protocol, where a process may wait for its
 // instance ID, Claim and CheckClaim order such processes by their

@@ -88,7 +88,7 @@ func TestEndTimeoutOfReplacedZombie(t *testing.T) {
 // default of 500ms: a partition resumed after the processor's
 // backpressure waits that long for a fetch already in flight to its
 // broker when the broker's other partitions have nothing new, which took
-// up to 0.5 s of a 2.5 s embedded eosbench run (README, "A resumed
+// up to 0.5 s of a 2.5 s embedded eosbench run (docs/benchmarks.md, "A resumed
 // partition no longer waits out fetch.max.wait").
 func TestFetchMaxWait(t *testing.T) {
 	s, err := NewSession(Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", InstanceID: "i", Topics: []string{"t"}})
