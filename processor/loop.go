@@ -293,9 +293,11 @@ func (l *lifetime) poll(ctx context.Context) error {
 	n := l.partitionCount()
 	room := min(l.cfg.maxBuffer-l.totalBuffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.fetching(n)), l.queueShare(n))
 	deadline := l.sched.next(l.txn.used)
-	if now := time.Now(); l.awaitingFirstRecord(now) {
-		// No commit before the first record's acknowledgement, which
-		// wakes the poll: wait for it, not for a due time passed.
+	if now := time.Now(); l.c.ending != nil || l.awaitingFirstRecord(now) {
+		// No commit before the running end is over, nor before the
+		// first record's acknowledgement; both wake the poll: wait for
+		// them, not for a due time passed (the loop spun through the
+		// ends, a core's worth on a slow cluster).
 		if d := now.Add(l.cfg.commitInterval); d.After(deadline) {
 			deadline = d
 		}
