@@ -86,7 +86,12 @@
 // trip of the transaction it lands in: on the chat scenario set the
 // records' p50 beside the commits' median, which a few slow commits do not
 // pull up as they do the mean. Runs of several workers show the highest of
-// the workers' medians and p99s.
+// the workers' medians and p99s. For onceflow modes a second line times
+// the client's requests to the brokers by kind, end to end (Produce,
+// TxnOffsetCommit, EndTxn, Metadata, ...; requests in -json): what the
+// round trip is made of. -pipeline n sets onceflow's ring of
+// transactional producers (processor.WithTransactionPipeline; 0: its
+// default, 2).
 //
 // Scenarios (-scenario) are presets; explicit flags override them. The
 // presets other than default and cpu run each mode once (-count 1):
