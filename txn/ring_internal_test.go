@@ -6,7 +6,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
 )
@@ -166,4 +169,55 @@ func TestRingZombieFenced(t *testing.T) {
 			t.Fatalf("read_committed %q, want the old process's first commit and the newer one's", got)
 		}
 	})
+}
+
+// TestOffsetCommitFailureAborts: an offset commit that fails for a reason
+// that is neither the group's (abortableCommitErr) nor fencing, such as
+// a transport error while its coordinator's node restarts, aborts the
+// transaction and the Session goes on: Commit reports an abort, not an
+// error. It returned the error (class abortable), which stopped the
+// processor's Run in a 20-minute soak on the 3-node cluster (a worker
+// exited with "TxnOffsetCommit: unable to dial").
+func TestOffsetCommitFailureAborts(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("kfake fault injection")
+	}
+	c := kafkatest.New(t)
+	in := c.CreateTopic(t, "in", 1, nil)
+	out := c.CreateTopic(t, "out", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := NewSession(ringConfig(c, kafkatest.Name(t, "g"), in, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	commit := func(value string) (bool, error) {
+		tx, err := s.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.Produce(ctx, &kgo.Record{Topic: out, Value: []byte(value)}, nil)
+		return tx.Commit(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+			rt := kmsg.NewTxnOffsetCommitRequestTopic()
+			rt.Topic = in
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Offset = 0
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = []kmsg.TxnOffsetCommitRequestTopic{rt}
+			return nil
+		})
+	}
+	c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.InvalidCommitOffsetSize})
+	if ok, err := commit("aborted"); ok || err != nil {
+		t.Fatalf("commit whose offset commit failed: committed %v, err %v; want an abort and no error", ok, err)
+	}
+	if ok, err := commit("committed"); !ok || err != nil {
+		t.Fatalf("the next commit: %v %v", ok, err)
+	}
+	c.Settle(t, 10*time.Second, out)
+	recs := c.ReadCommitted(t, out)
+	if len(recs) != 1 || string(recs[0].Value) != "committed" {
+		t.Fatalf("read_committed: %d records, want only the second commit's", len(recs))
+	}
 }

@@ -146,14 +146,19 @@ func (t *Txn) end(ctx context.Context, how kgo.TransactionEndTry, committed *kms
 	return nil
 }
 
-// abortAfter aborts after a failure that was not the transaction's end:
-// nothing was committed, so the error is classified as a produce error
-// would be, unless the abort itself fails.
+// abortAfter aborts after a failure that was not the transaction's end
+// (the offset commit could not be sent: its coordinator's node down, say).
+// Nothing was committed: the Session goes on (nil: Commit reports an
+// abort) unless the failure says it cannot (fencing), or the abort itself
+// fails.
 func (t *Txn) abortAfter(ctx context.Context, op string, cause error) error {
 	if err := t.end(ctx, kgo.TryAbort, nil); err != nil {
 		return err
 	}
-	return t.s.CheckFenced(ctx, op, cause)
+	if e := t.s.CheckFenced(ctx, op, cause); e.Class != ClassAbortable {
+		return e
+	}
+	return nil
 }
 
 // commitErr classifies an error of a transaction's end or offset commit:
