@@ -130,7 +130,9 @@ func (p *Processor) process(ctx context.Context) error {
 	log := p.cfg.logger
 	for {
 		err := r.runLifetime(ctx)
-		if c := txn.ClassOf(err); c == txn.ClassReset || c == txn.ClassOutcomeUnknown {
+		// An abortable error that reached here (a begin refused, say)
+		// left nothing committed either: rebuild rather than stop.
+		if c := txn.ClassOf(err); c == txn.ClassReset || c == txn.ClassOutcomeUnknown || c == txn.ClassAbortable {
 			log.Warn("transactional client unusable; rebuilding it and resuming from the committed offsets", "err", err)
 			err = r.yieldToSuccessor(ctx) // nil: rebuild
 		} else if err == nil {
