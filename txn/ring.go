@@ -107,7 +107,13 @@ func (s *Session) Begin() (*Txn, error) {
 
 // initRing initializes every producer of the ring (InitProducerID), in
 // parallel, and fences the ring IDs above it that a predecessor with a
-// larger ring may hold open transactions under (fenceAbove).
+// larger ring may hold open transactions under (fenceAbove). Only the
+// first producer's error is returned: its initialization is the claim
+// (claim.go). The others are a head start: a producer that could not be
+// initialized now (its coordinator's node down, say) initializes at its
+// first transaction, which aborts a predecessor's open one just the same;
+// a ring ID above the ring that could not be fenced is aborted by the
+// coordinator at its transaction timeout.
 func (s *Session) initRing(ctx context.Context) error {
 	errs := make([]error, len(s.ring))
 	var wg sync.WaitGroup
@@ -118,11 +124,9 @@ func (s *Session) initRing(ctx context.Context) error {
 			}
 		})
 	}
+	wg.Go(func() { _ = s.fenceAbove(ctx) })
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return s.fenceAbove(ctx)
+	return errs[0]
 }
 
 // fenceAbove aborts the open transactions of the ring IDs from the
