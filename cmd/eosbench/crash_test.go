@@ -48,7 +48,7 @@ func TestCrashScenario(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	t.Logf("stderr:\n%s", stderr.String())
-	require.NoError(t, err)
+	require.NoError(t, err, "stdout:\n%s", stdout.String())
 	rs := decode(t, stdout.Bytes())
 	require.Len(t, rs, 2)
 
