@@ -14,6 +14,7 @@ import (
 	"github.com/onceflow/onceflow/internal/kafkatest"
 	"github.com/onceflow/onceflow/internal/verify"
 	"github.com/onceflow/onceflow/processor"
+	"github.com/onceflow/onceflow/statestore"
 )
 
 func header(r *kgo.Record, key string) string {
@@ -166,6 +167,7 @@ func TestInvalidOptions(t *testing.T) {
 		"also an input topic":     processor.WithOutputTopic("in"),
 		"WithMaxCommitMetadataBy": processor.WithMaxCommitMetadataBytes(10),
 		"WithDrainTimeout":        processor.WithDrainTimeout(time.Hour),
+		"WithStateStore: statestore: invalid options: CacheSize": processor.WithStateStore("state", &statestore.Options{CacheSize: -1}),
 	}
 	// Issue 33, finding 8: empty addresses and topic names, and a job
 	// without an output topic that did not say so, were accepted.

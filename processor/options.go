@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -473,7 +474,7 @@ func WithPositionGuard() Opt { return opt(func(c *config) { c.positionGuard = tr
 // options: pass them with care. The processor appends its start time to
 // franz-go's default balancer's JoinGroup metadata, so that a process can
 // tell a newer holder of its instance ID from an older one that came back
-// (txn.Config.Incarnation); with kgo.Balancers set here it cannot, and
+// (txn.Options.Incarnation); with kgo.Balancers set here it cannot, and
 // counts any other member with its instance ID as newer. The processor's
 // transactional client fetches at most 256 KiB per partition
 // (kgo.FetchMaxPartitionBytes, Java's max.partition.fetch.bytes) so that one
@@ -656,6 +657,9 @@ func (c *config) validate() error {
 	}
 	if err := c.validateDedupe(); err != nil {
 		return err
+	}
+	if err := c.stateOpts.Validate(); err != nil {
+		return fmt.Errorf("%w: WithStateStore: %w", ErrInvalidOption, err)
 	}
 	return c.retry.validate()
 }

@@ -38,11 +38,14 @@ type Summary struct {
 // one that is not a statestore, or whose keys cannot be read, with
 // ErrCorrupt. A store another process has open fails: Pebble locks it.
 func Inspect(dir string, opts *Options) (format string, parts []Summary, err error) {
+	if err := opts.Validate(); err != nil {
+		return "", nil, err
+	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	o.withDefaults()
+	o.EnsureDefaults()
 	names, err := o.FS.List(dir)
 	if err != nil || len(names) == 0 {
 		if err == nil {

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 
@@ -16,7 +17,7 @@ type Options struct {
 	FS vfs.FS
 	// CacheSize is Pebble's block cache in bytes; Kafka Streams gives each
 	// RocksDB store a 50 MiB one, changed through rocksdb.config.setter.
-	// Zero or negative: the default, 64 MiB.
+	// Zero: the default, DefaultCacheSize; negative is invalid.
 	CacheSize int64
 	// Sync makes every batch durable before Batch.Commit returns. The
 	// store only ever holds committed data and is replayed from the
@@ -28,16 +29,32 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// withDefaults fills unset fields with their defaults and returns o.
-func (o *Options) withDefaults() *Options {
+// DefaultCacheSize is Options.CacheSize's default, 64 MiB.
+const DefaultCacheSize = 64 << 20
+
+// EnsureDefaults fills in zero fields with their defaults and returns o.
+func (o *Options) EnsureDefaults() *Options {
 	if o.FS == nil {
 		o.FS = vfs.Default
 	}
-	if o.CacheSize <= 0 {
-		o.CacheSize = 64 << 20
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return o
+}
+
+// Validate reports whether Open accepts o, with an error matching
+// ErrInvalidOptions if it does not. Zero fields count as their defaults; o
+// is not changed. A nil o is valid (Open's defaults).
+func (o *Options) Validate() error {
+	if o == nil {
+		return nil
+	}
+	if o.CacheSize < 0 {
+		return fmt.Errorf("%w: CacheSize %d is negative", ErrInvalidOptions, o.CacheSize)
+	}
+	return nil
 }

@@ -80,11 +80,14 @@ type Store struct {
 // Open opens or creates the store in dir. A directory that holds files but
 // not a statestore fails with ErrCorrupt.
 func Open(dir string, opts *Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	o.withDefaults()
+	o.EnsureDefaults()
 	names, err := o.FS.List(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("statestore: %w", err)
