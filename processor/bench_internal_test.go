@@ -29,17 +29,16 @@ func benchDispatch(b *testing.B, opts ...Opt) {
 	l := r.newLifetime(context.Background())
 	stopGate := l.connect(newFakeClient())
 	defer func() {
-		l.staleAll()
+		l.ps.staleAll()
 		r.d.stop()
 		stopGate()
-		l.restores.close()
+		l.ps.restores.close()
 	}()
 	recs := make([]*kgo.Record, batch)
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: "in", Key: fmt.Appendf(nil, "session-%04d", i%sessions)}
 	}
 	fs := fetchesOf("in", 0, recs)
-	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	var offset int64
@@ -48,12 +47,12 @@ func benchDispatch(b *testing.B, opts ...Opt) {
 			r.Offset = offset
 			offset++
 		}
-		if err := l.intake(fs); err != nil {
+		if err := l.ps.intake(fs, l.now); err != nil {
 			b.Fatal(err)
 		}
-		for l.unfinished() > 0 {
+		for l.ps.unfinished() > 0 {
 			<-r.comps.wake
-			if err := l.drain(ctx); err != nil {
+			if err := l.ps.drain(l.c.open, l.now); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -173,36 +173,3 @@ func (p changelogPartitioner) ForTopic(t string) kgo.TopicPartitioner {
 	}
 	return p.dflt.ForTopic(t)
 }
-
-// takeRestored dispatches the records of partitions whose restores
-// finished. A result is matched to the partition by its gate: a rewind
-// replaces the partition but keeps waiting on the same gate; a revoke
-// drops it.
-func (l *lifetime) takeRestored() error {
-	for {
-		select {
-		case r := <-l.restores.results:
-			l.restores.finished(r)
-			if r.err == nil {
-				r.spec.stat.Add(int64(r.st.Records))
-				l.cfg.logger.Info(r.spec.kind+" restored", "topic", r.p.topic, "partition", r.p.id, "records", r.st.Records,
-					"rebuilt", r.st.Rebuilt, "took", r.st.Took, "per_second", int(float64(r.st.Records)/max(r.st.Took.Seconds(), 1e-9)))
-			}
-			cur := l.parts[tp{r.p.topic, r.p.id}]
-			if cur == nil || cur.restore != r.gate {
-				continue // revoked meanwhile: its canceled restore's error does not matter
-			}
-			if r.err != nil {
-				return fmt.Errorf("processor: restoring %s of %s/%d: %w", r.spec.kind, r.p.topic, r.p.id, r.err)
-			}
-			if r.gate.pending--; !r.gate.open() {
-				continue
-			}
-			if err := l.dispatchWindow(cur); err != nil {
-				return err
-			}
-		default:
-			return nil
-		}
-	}
-}

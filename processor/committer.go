@@ -2,12 +2,14 @@ package processor
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/onceflow/onceflow/internal/offsetmeta"
 	"github.com/onceflow/onceflow/txn"
 )
 
@@ -217,3 +219,76 @@ func (c *committer) close() {
 // inTxn reports whether a transaction holds work: the open one, or one
 // ending.
 func (c *committer) inTxn() bool { return c.open.used || c.ending != nil }
+
+// awaitingFirstRecord reports whether the open transaction's first record
+// holds the commit off at now: it is out alone and unacknowledged, for a
+// quarter of the transaction timeout at most (openGate.holding).
+func (c *committer) awaitingFirstRecord(now time.Time) bool {
+	return c.open.gate.holding(now, c.cfg.txnTimeout/4)
+}
+
+// offsetsFrom returns the rewrite of the transaction's offset commit, which
+// records in sent the partitions it commits. The request starts from the
+// client's polled heads, which a rewind moves back to the last commit even
+// where we are further on: every partition we track is committed from our
+// own plan, added if the client left it out, dropped if we no longer own it.
+func offsetsFrom(plans map[tp]commitPlan, sent map[tp]bool) func(*kmsg.TxnOffsetCommitRequest) error {
+	return func(req *kmsg.TxnOffsetCommitRequest) error {
+		topics := req.Topics[:0]
+		for _, t := range req.Topics {
+			parts := t.Partitions[:0]
+			for _, rp := range t.Partitions {
+				k := tp{t.Topic, rp.Partition}
+				pl, ok := plans[k]
+				if !ok || pl.base < 0 {
+					continue // not ours any more, or nothing fetched since a rewind
+				}
+				rp.Offset, rp.Metadata = pl.base, &pl.meta
+				parts = append(parts, rp)
+				sent[k] = true
+			}
+			if len(parts) > 0 {
+				t.Partitions = parts
+				topics = append(topics, t)
+			}
+		}
+		req.Topics = topics
+		for k, pl := range plans {
+			if sent[k] || pl.base < 0 {
+				continue
+			}
+			i := slices.IndexFunc(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return t.Topic == k.topic })
+			if i < 0 {
+				t := kmsg.NewTxnOffsetCommitRequestTopic()
+				t.Topic = k.topic
+				req.Topics = append(req.Topics, t)
+				i = len(req.Topics) - 1
+			}
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.Metadata = k.partition, pl.base, &pl.meta
+			rp.LeaderEpoch = -1
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+			sent[k] = true
+		}
+		return nil
+	}
+}
+
+// commitPlan is what a transaction commits for one input partition.
+type commitPlan struct {
+	base       int64 // the lowest unfinished offset (-1: nothing fetched since a rewind)
+	done       []offsetmeta.Range
+	meta       string
+	doneBefore int // the partition's doneSinceCommit when planned
+}
+
+// abortReasons label onceflow_transactions_aborted_total and key
+// Stats.AbortsBy (see Stats.Aborts).
+var abortReasons = [...]string{"refused", "produce", "revoked", "cascade"}
+
+const (
+	abortRefused = iota
+	abortProduce
+	abortRevoked
+	abortCascade
+)

@@ -34,41 +34,15 @@ func (k *dedupeKeyspace) clientOpts() []kgo.Opt { return nil }
 
 func (k *dedupeKeyspace) planned(*transaction, map[tp]*partition, map[tp]commitPlan) {}
 
-// apply applies a committed transaction's marks to the store in one
-// batch, with each partition's changelog checkpoint, and releases their
-// IDs from the pending sets.
+// apply marks a committed transaction's event IDs in the store in one
+// batch, with each partition's changelog checkpoint (applyCommitted).
 func (k *dedupeKeyspace) apply(t *transaction, parts map[tp]*partition) error {
-	var b dedupe.Batch
-	var touched []*partDedupe
-	for _, p := range parts {
-		d := partOf[*partDedupe](p)
-		if d == nil || len(d.txn) == 0 {
-			continue
+	return applyCommitted[*partDedupe](t, k.ids, parts, &dedupe.Batch{}, func(b *dedupe.Batch) error {
+		if err := k.store.Apply(b); err != nil {
+			return fmt.Errorf("processor: applying committed event IDs: %w", err)
 		}
-		topicID, next, err := committedCheckpoint(t, k.ids, d.changelog, p.id)
-		if err != nil {
-			return err
-		}
-		for _, m := range d.txn {
-			b.Mark(d.tgt.markKey(m.id), m.at)
-		}
-		b.SetMeta(d.tgt.cpKey(), encodeCheckpoint(topicID, next, d.tgt.epoch, true))
-		touched = append(touched, d)
-	}
-	if len(touched) == 0 {
 		return nil
-	}
-	if err := k.store.Apply(&b); err != nil {
-		return fmt.Errorf("processor: applying committed event IDs: %w", err)
-	}
-	for _, d := range touched {
-		for _, m := range d.txn {
-			delete(d.pending, string(m.id))
-		}
-		clear(d.txn)
-		d.txn = d.txn[:0]
-	}
-	return nil
+	})
 }
 
 // partDedupe is a partition's part of the dedupe keyspace: its marks that
@@ -163,4 +137,30 @@ func (d *partDedupe) produce(t *transaction, it *item, stuck bool) {
 
 // rewound forgets the claims and marks of the aborted transaction; the
 // target, whose epoch a restore may have set, is kept.
+// stage adds the marks of the committed transaction t, with the changelog
+// checkpoint they reach, to b (stagedPart).
+func (d *partDedupe) stage(b *dedupe.Batch, t *transaction, ids map[string][16]byte) (bool, error) {
+	if len(d.txn) == 0 {
+		return false, nil
+	}
+	topicID, next, err := committedCheckpoint(t, ids, d.changelog, d.tgt.partition)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range d.txn {
+		b.Mark(d.tgt.markKey(m.id), m.at)
+	}
+	b.SetMeta(d.tgt.cpKey(), encodeCheckpoint(topicID, next, d.tgt.epoch, true))
+	return true, nil
+}
+
+// committed drops the staged marks from the pending set (stagedPart).
+func (d *partDedupe) committed() {
+	for _, m := range d.txn {
+		delete(d.pending, string(m.id))
+	}
+	clear(d.txn)
+	d.txn = d.txn[:0]
+}
+
 func (d *partDedupe) rewound() keyspacePart { return d.ks.newPart(d.tgt) }

@@ -103,3 +103,13 @@ func logPanic(cfg *config, it *item, err error) {
 	cfg.logger.Error(pe.In+" panicked; "+fate, "topic", it.rec.Topic, "partition", it.rec.Partition,
 		"offset", it.rec.Offset, "panic", fmt.Sprint(pe.Value), "at", pe.Where, "stack", pe.Stack)
 }
+
+// headerValue is the value of r's first header named key, or "".
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

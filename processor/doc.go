@@ -91,24 +91,29 @@
 package processor
 
 // A map of the package's types, for readers of its code. One record goes
-// fetch -> partition.track -> lifetime.dispatchWindow -> dispatcher ->
-// worker (session.go: runTurn, attempt) -> completionQueue ->
-// lifetime.drain/tryAdmit -> transaction.produce -> lifetime.startCommit ->
-// committer.end (on its own goroutine) -> lifetime.takeCommit.
+// lifetime.poll -> partitions.intake (partition.track, dispatchWindow) ->
+// dispatcher -> worker (session.go: runTurn, attempt) -> completionQueue ->
+// partitions.drain (tryAdmit, transaction.produce) -> lifetime.startCommit
+// -> committer.end (on its own goroutine) -> lifetime.takeCommit.
 // The partition's keyspaces (keyspace.go) see it at three of these
 // steps: screen before dispatch, produce at admission, apply after commit.
 //
 //	Processor          processor.go   options, counters, metrics; Run builds a run
-//	run                run.go         one Run call: workers, completion queue, local stores
-//	lifetime           loop.go        one transactional session: the loop (poll, intake,
-//	                   admit.go       drain and admission, stuck records, backpressure,
-//	                   commit.go      commit plans, their results, abort and rewind)
+//	run                run.go         one Run call: workers, completion queue, local stores;
+//	                                  builds each lifetime and its client
+//	lifetime           lifetime.go    one transactional session: the loop's skeleton (poll,
+//	                                  group news, commit plans, their results, abort)
+//	partitions         partitions.go  the record path: intake, dispatch window, drain and
+//	                                  admission, stuck records, backpressure, revoke, rewind
 //	txnClient          client.go      what the loop needs of txn.Session; faked in tests
-//	committer          committer.go   the open transaction and the one ending, in order
+//	committer          committer.go   the open transaction and the one ending, in order;
+//	                                  the offset commit's rewrite
 //	transaction        transaction.go one transaction: produce, promises, counts
 //	openGate           opengate.go    its records wait for the one before; its first goes out alone
 //	commitSchedule     schedule.go    when the next commit starts
 //	groupEvents        group.go       the group callbacks' news for the loop
+//	claimCheck         claim.go       the lifetime's claim of the transactional ID
+//	endOffsets         endoffsets.go  listed end offsets, for the lag gauge
 //	restores           restore.go     changelog restores of newly assigned partitions
 //	partition, item    partition.go   a partition's records in offset order; commit point
 //	dispatcher         dispatch.go    sessions, the run queue and the worker pool
@@ -116,7 +121,7 @@ package processor
 //	completionQueue    completions.go finished items back to the loop
 //	keyspace,          keyspace.go    a changelog-backed keyspace as the loop sees it: restore,
 //	keyspacePart                      screen, produce, plan, apply after commit, rewind; the
-//	                                  lifetime holds them as a list, a partition its parts
+//	                                  partitions hold them as a list, a partition its parts
 //	stateKeyspace      statesync.go   session state: the store, apply, restore target
 //	partState          state.go       a partition's unapplied state, read by handlers
 //	dedupeKeyspace,    dedupesync.go  event-ID marks: screening, marks, apply

@@ -32,7 +32,7 @@ type groupEvents struct {
 	yield func(ctx context.Context, cl *kgo.Client) error
 	// losses counts the member's losses (onLost): franz-go rejoins after
 	// each, under a new member ID or, after a network failure, its old
-	// one (see lifetime.recheckClaim).
+	// one (see claimCheck.recheck).
 	losses atomic.Int64
 
 	mu         sync.Mutex
@@ -162,12 +162,12 @@ func (c classicJoinGuard) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, 
 // protocol. A check that cannot reach the brokers (within 10s) is not an
 // answer: the client then retries as usual, and classicJoinGuard still
 // catches a fallback.
-func (l *lifetime) checkGroupProtocol(ctx context.Context, s *txn.Session) error {
+func checkGroupProtocol(ctx context.Context, s *txn.Session, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := s.CheckGroupProtocol(ctx)
 	if err != nil && !errors.Is(err, ErrGroupProtocolUnsupported) {
-		l.cfg.logger.Warn("could not check the brokers for the consumer group protocol", "err", err)
+		log.Warn("could not check the brokers for the consumer group protocol", "err", err)
 		return nil
 	}
 	return err
@@ -217,89 +217,4 @@ func (g *groupEvents) onOffsetsFetched(_ context.Context, cl *kgo.Client, resp *
 		}
 	}
 	return nil
-}
-
-// handleEvents applies what the group callbacks reported.
-func (l *lifetime) handleEvents(ctx context.Context) error {
-	fatal, revoked, rebalanced := l.group.take()
-	if fatal != nil {
-		return fatal
-	}
-	if err := l.takeRestored(); err != nil {
-		return err
-	}
-	resume := make(map[string][]int32)
-	for _, k := range revoked {
-		l.cfg.logger.Debug("revoked", "partition", k.partition)
-		l.p.metrics.unpublish(k)
-		l.restores.cancel(k)
-		if p := l.parts[k]; p != nil {
-			p.gen.Store(0)
-			delete(l.parts, k)
-			if p.paused {
-				resume[k.topic] = append(resume[k.topic], k.partition)
-			}
-		}
-	}
-	if len(resume) > 0 {
-		l.s.ResumeFetchPartitions(resume)
-	}
-	if rebalanced {
-		l.p.stats.rebalances.Add(1)
-		l.cfg.logger.Debug("rebalanced", "in_txn", l.c.inTxn())
-		l.rewindUntracked()
-	}
-	return nil
-}
-
-// rewindUntracked rewinds the consumer's assigned partitions that the loop
-// does not track to their committed offsets. A poll may have returned
-// records of a partition assigned again (after a loss) into its old state,
-// which the revoke then dropped: the consumer's position is past them, and
-// without the rewind the new state would start after them, losing them.
-// Partitions the loop tracks keep their positions.
-func (l *lifetime) rewindUntracked() {
-	var untracked map[string][]int32
-	for _, k := range l.group.assignedList() {
-		if _, ok := l.parts[k]; ok {
-			continue
-		}
-		if untracked == nil {
-			untracked = make(map[string][]int32)
-		}
-		untracked[k.topic] = append(untracked[k.topic], k.partition)
-	}
-	if untracked != nil {
-		l.s.RewindPartitions(untracked)
-	}
-}
-
-// shutdown finishes in-flight records (bounded), commits and returns.
-func (l *lifetime) shutdown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.txnTimeout)
-	defer cancel()
-	err := l.takeCommit(ctx, true)
-	if err == nil {
-		err = l.waitInFlight(ctx, ctx)
-	}
-	if err == nil {
-		err = l.commit(ctx)
-	}
-	l.publish()
-	if err != nil {
-		l.cfg.logger.Warn("final commit failed; the next start resumes from what is committed", "err", err)
-		if errors.Is(err, ErrFenced) {
-			return err
-		}
-	}
-	return nil
-}
-
-func headerValue(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

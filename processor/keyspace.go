@@ -74,22 +74,32 @@ type restoreSpec struct {
 	stat   *atomic.Int64 // counts the records restored
 }
 
-// newKeyspaces lists the lifetime's keyspaces, in the order their writes
-// go into a transaction.
-func newKeyspaces(l *lifetime) []keyspace {
+// newKeyspaces lists a lifetime's keyspaces, in the order their writes go
+// into a transaction.
+func newKeyspaces(r *run, group *groupEvents) []keyspace {
+	p, cfg := r.p, r.cfg
 	var out []keyspace
-	if l.r.store != nil {
-		out = append(out, &stateKeyspace{store: l.r.store, group: l.cfg.group, ids: l.r.changelogIDs,
-			restored: &l.p.stats.restored, restoreHook: l.p.hooks.restoreApply})
+	if r.store != nil {
+		out = append(out, &stateKeyspace{store: r.store, group: cfg.group, ids: r.changelogIDs,
+			restored: &p.stats.restored, restoreHook: p.hooks.restoreApply})
 	}
-	if l.r.marks != nil {
-		out = append(out, &dedupeKeyspace{store: l.r.marks, cfg: l.cfg, opts: &l.p.dedupeOpts, ids: l.r.changelogIDs,
-			restored: &l.p.stats.marksRestored})
+	if r.marks != nil {
+		out = append(out, &dedupeKeyspace{store: r.marks, cfg: cfg, opts: &p.dedupeOpts, ids: r.changelogIDs,
+			restored: &p.stats.marksRestored})
 	}
-	if l.cfg.positionGuard {
-		out = append(out, &positionLog{cfg: l.cfg, group: l.group, regressions: &l.p.stats.positionRegressions})
+	if cfg.positionGuard {
+		out = append(out, &positionLog{cfg: cfg, group: group, regressions: &p.stats.positionRegressions})
 	}
 	return out
+}
+
+// keyspaceOpts are the client options the keyspaces add.
+func keyspaceOpts(kss []keyspace) []kgo.Opt {
+	var opts []kgo.Opt
+	for _, ks := range kss {
+		opts = append(opts, ks.clientOpts()...)
+	}
+	return opts
 }
 
 // partOf returns p's part of the keyspace whose parts are of type T, or
@@ -113,4 +123,50 @@ func committedCheckpoint(t *transaction, ids map[string][16]byte, topic string, 
 		return [16]byte{}, 0, fmt.Errorf("processor: committed writes to %s/%d have no changelog offsets", topic, partition)
 	}
 	return ids[topic], next, nil
+}
+
+// stagedPart is a keyspace part whose writes in a transaction go to its
+// keyspace's local store once the transaction committed (applyCommitted).
+type stagedPart[B any] interface {
+	keyspacePart
+	// stage adds the part's writes in the committed transaction t, with
+	// its changelog checkpoint, to b; false if it has none.
+	stage(b B, t *transaction, ids map[string][16]byte) (bool, error)
+	// committed drops the staged writes, now in the store.
+	committed()
+}
+
+// applyCommitted is a keyspace's apply: it stages every partition's part of
+// type T into b, writes b once (write), and only then tells the parts. A
+// crash before write leaves the store behind, never ahead; the keyspace's
+// restore catches it up.
+func applyCommitted[T interface {
+	comparable
+	stagedPart[B]
+}, B any](t *transaction, ids map[string][16]byte, parts map[tp]*partition, b B, write func(B) error) error {
+	var none T
+	var touched []T
+	for _, p := range parts {
+		part := partOf[T](p)
+		if part == none {
+			continue
+		}
+		ok, err := part.stage(b, t, ids)
+		if err != nil {
+			return err
+		}
+		if ok {
+			touched = append(touched, part)
+		}
+	}
+	if len(touched) == 0 {
+		return nil
+	}
+	if err := write(b); err != nil {
+		return err
+	}
+	for _, part := range touched {
+		part.committed()
+	}
+	return nil
 }

@@ -67,7 +67,7 @@ func (rp *recPart) rewound() keyspacePart {
 func TestKeyspaceFollowsTheTransaction(t *testing.T) {
 	h := newLoopHarness(t, copyToOutput)
 	ks := &recKeyspace{}
-	h.l.keyspaces = []keyspace{ks}
+	h.l.ps.keyspaces = []keyspace{ks}
 	require.False(t, h.l.canOverlap(), "with a keyspace, the loop waits for a commit to end")
 
 	h.intake(records(0, 4, 2)...)

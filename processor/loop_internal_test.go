@@ -33,10 +33,10 @@ func newLoopHarness(t *testing.T, h Handler, opts ...Opt) *loopHarness {
 	c := newFakeClient()
 	stopGate := l.connect(c)
 	t.Cleanup(func() {
-		l.staleAll()
+		l.ps.staleAll()
 		r.d.stop()
 		stopGate()
-		l.restores.close()
+		l.ps.restores.close()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		require.Empty(t, c.violations, "the pipeline's invariants")
@@ -56,7 +56,7 @@ func records(from, to int64, sessions int) []*kgo.Record {
 // intake hands records of in/0 to the loop as one fetch.
 func (h *loopHarness) intake(recs ...*kgo.Record) {
 	h.t.Helper()
-	require.NoError(h.t, h.l.intake(fetchesOf("in", 0, recs)))
+	require.NoError(h.t, h.l.ps.intake(fetchesOf("in", 0, recs), h.l.now))
 }
 
 // settle drains completions until cond holds.
@@ -64,21 +64,21 @@ func (h *loopHarness) settle(cond func() bool) {
 	h.t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
-		require.NoError(h.t, h.l.drain(context.Background()))
+		require.NoError(h.t, h.l.ps.drain(h.l.c.open, h.l.now))
 		if cond() {
 			return
 		}
 		select {
 		case <-h.l.r.comps.wake:
 		case <-deadline:
-			h.t.Fatalf("loop did not settle: %d unfinished, %d held", h.l.unfinished(), len(h.part().held))
+			h.t.Fatalf("loop did not settle: %d unfinished, %d held", h.l.ps.unfinished(), len(h.part().held))
 		}
 	}
 }
 
-func (h *loopHarness) idle() bool { return h.l.unfinished() == 0 }
+func (h *loopHarness) idle() bool { return h.l.ps.unfinished() == 0 }
 
-func (h *loopHarness) part() *partition { return h.l.parts[tp{"in", 0}] }
+func (h *loopHarness) part() *partition { return h.l.ps.all[tp{"in", 0}] }
 
 // commit commits as the loop does: the next transaction fills while the
 // open one ends, unless the lifetime cannot overlap them.
@@ -89,7 +89,7 @@ func (h *loopHarness) commit() {
 		require.NoError(h.t, h.l.commit(ctx))
 		return
 	}
-	if !h.l.txn.used {
+	if !h.l.c.open.used {
 		return
 	}
 	require.NoError(h.t, h.l.startCommit(ctx))
@@ -108,9 +108,9 @@ func (h *loopHarness) whileEnding() {
 			h.t.Fatal("the transaction's end did not finish")
 		}
 		h.l.now = h.l.cfg.clock.Now()
-		require.NoError(h.t, h.l.drain(ctx))
-		require.NoError(h.t, h.l.checkStuck(ctx))
-		require.NoError(h.t, h.l.txn.gate.releaseIfReady())
+		require.NoError(h.t, h.l.ps.drain(h.l.c.open, h.l.now))
+		require.NoError(h.t, h.l.ps.checkStuck(h.l.c.open, h.l.now))
+		require.NoError(h.t, h.l.c.open.gate.releaseIfReady())
 		require.NoError(h.t, h.l.takeCommit(ctx, false))
 	}
 }
@@ -212,7 +212,7 @@ func TestLoopCommitPointStopsAtUnfinishedRecord(t *testing.T) {
 	h.intake(records(0, 20, 5)...)
 	// Everything but offset 3 and the later records of its session (8,
 	// 13, 18), which wait behind it.
-	h.settle(func() bool { return h.l.unfinished() == 4 && h.part().done == 20-4-3 })
+	h.settle(func() bool { return h.l.ps.unfinished() == 4 && h.part().done == 20-4-3 })
 	h.commit()
 	off, done := h.committed()
 	require.Equal(t, int64(3), off)
@@ -284,7 +284,7 @@ func TestLoopHoldsCompletionsWhenMetadataIsFull(t *testing.T) {
 	h := newLoopHarness(t, b.handle, WithMaxCommitMetadataBytes(64), WithMaxBuffered(200, 1000))
 	h.intake(records(0, 100, 2)...)
 	h.settle(func() bool { return len(h.part().held) == 50-22 })
-	h.l.backpressure()
+	h.l.ps.backpressure()
 	require.True(t, h.c.isPaused("in", 0), "fetching pauses while completions are held")
 	h.commit()
 	off, meta, _ := h.c.committed("in", 0)
@@ -295,7 +295,7 @@ func TestLoopHoldsCompletionsWhenMetadataIsFull(t *testing.T) {
 
 	b.release(0)
 	h.settle(func() bool { return h.idle() && len(h.part().held) == 0 })
-	h.l.backpressure()
+	h.l.ps.backpressure()
 	require.False(t, h.c.isPaused("in", 0))
 	h.commit()
 	off, done = h.committed()
@@ -312,9 +312,9 @@ func TestLoopRevokeDropsInFlightWork(t *testing.T) {
 	b := newBlocker(2)
 	h := newLoopHarness(t, b.handle)
 	h.intake(records(0, 6, 3)...)
-	h.settle(func() bool { return h.l.unfinished() == 2 }) // 2, and 5 behind it
+	h.settle(func() bool { return h.l.ps.unfinished() == 2 }) // 2, and 5 behind it
 	h.l.group.onRevoked(context.Background(), nil, map[string][]int32{"in": {0}})
-	require.NoError(t, h.l.handleEvents(context.Background()))
+	require.NoError(t, h.l.handleEvents())
 	require.Nil(t, h.part(), "a revoked partition is forgotten")
 	b.release(2)
 	// Its completion arrives stale and is not produced.
@@ -326,7 +326,7 @@ func TestLoopRevokeDropsInFlightWork(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
-	require.NoError(t, h.l.drain(context.Background()))
+	require.NoError(t, h.l.ps.drain(h.l.c.open, h.l.now))
 	h.commit()
 	_, _, ok := h.c.committed("in", 0)
 	require.False(t, ok, "a revoked partition's offsets are not committed")
@@ -343,11 +343,13 @@ func TestLoopRevokeDropsInFlightWork(t *testing.T) {
 func TestLoopRevokeAbortsTransactionWithItsWork(t *testing.T) {
 	h := newLoopHarness(t, copyToOutput)
 	h.intake(records(0, 4, 2)...)
-	require.NoError(t, h.l.intake(fetchesOf("in", 1, records(0, 4, 2))))
-	h.settle(func() bool { return h.l.unfinished() == 0 && h.part().done == 0 && h.l.parts[tp{"in", 1}].done == 0 })
-	require.True(t, h.l.txn.used)
+	require.NoError(t, h.l.ps.intake(fetchesOf("in", 1, records(0, 4, 2)), h.l.now))
+	h.settle(func() bool {
+		return h.l.ps.unfinished() == 0 && h.part().done == 0 && h.l.ps.all[tp{"in", 1}].done == 0
+	})
+	require.True(t, h.l.c.open.used)
 	h.l.group.onRevoked(context.Background(), nil, map[string][]int32{"in": {1}})
-	require.NoError(t, h.l.handleEvents(context.Background()))
+	require.NoError(t, h.l.handleEvents())
 	h.commit()
 	require.Zero(t, h.c.commits, "outputs of a revoked partition must not commit without its offset")
 	require.Empty(t, h.c.outputs)
@@ -378,7 +380,7 @@ func TestLoopAdmitsIntoNextTransactionWhileOneEnds(t *testing.T) {
 	b := newBlocker(2)
 	h := newLoopHarness(t, b.handle)
 	h.intake(records(0, 8, 4)...) // s2: 2 and 6, waiting behind 2
-	h.settle(func() bool { return h.l.unfinished() == 2 })
+	h.settle(func() bool { return h.l.ps.unfinished() == 2 })
 	// Offsets 2 and 6 finish while the transaction ends; whether the loop
 	// admits them before or after its end, they belong to the next
 	// transaction.
@@ -403,12 +405,12 @@ func TestLoopAbortWhileEndingDropsNextTransaction(t *testing.T) {
 	b := newBlocker(1)
 	h := newLoopHarness(t, b.handle)
 	h.intake(records(0, 4, 2)...)
-	h.settle(func() bool { return h.l.unfinished() == 2 })
+	h.settle(func() bool { return h.l.ps.unfinished() == 2 })
 	h.c.abortNext = true
 	h.commitWhile(func() { b.release(1) })
 	require.Zero(t, h.c.commits)
-	require.False(t, h.l.txn.used, "an abort drops what was admitted into the next transaction")
-	require.Empty(t, h.l.txn.gate.held)
+	require.False(t, h.l.c.open.used, "an abort drops what was admitted into the next transaction")
+	require.Empty(t, h.l.c.open.gate.held)
 	require.False(t, h.c.inTxn(), "the next transaction, begun while the first ended, is aborted too")
 	require.Equal(t, 1, h.c.rewinds)
 	require.Equal(t, map[string]int64{"refused": 1, "cascade": 1}, h.p.Stats().AbortsBy)
@@ -437,8 +439,8 @@ func TestLoopAdmitsWhileFlushing(t *testing.T) {
 	}, WithMaxBuffered(2, 100))
 	h.intake(records(0, 4, 4)...)
 	// 0 and 2 done, 1 blocked, 3 waits for room in the window of 2.
-	h.settle(func() bool { return h.l.unfinished() == 1 && len(h.part().undispatched) == 1 })
-	require.Eventually(t, h.l.txn.gate.ready, 10*time.Second, time.Millisecond, "the first record's own flush")
+	h.settle(func() bool { return h.l.ps.unfinished() == 1 && len(h.part().undispatched) == 1 })
+	require.Eventually(t, h.l.c.open.gate.ready, 10*time.Second, time.Millisecond, "the first record's own flush")
 	flushing := make(chan struct{})
 	h.c.mu.Lock()
 	h.c.flushing = flushing
@@ -472,27 +474,27 @@ func TestLoopBacklogWaitsWithoutPausing(t *testing.T) {
 	b := newBlocker(0)
 	h := newLoopHarness(t, b.handle, WithMaxBuffered(10, 40))
 	h.intake(records(0, 40, 40)...)
-	h.settle(func() bool { return h.l.unfinished() == 1 })
-	require.Equal(t, 40, h.l.totalBuffered())
+	h.settle(func() bool { return h.l.ps.unfinished() == 1 })
+	require.Equal(t, 40, h.l.ps.buffered())
 	h.c.fetch("in", 0, records(40, 50, 40)...)
 	require.NoError(t, h.l.poll(context.Background()))
 	h.c.mu.Lock()
 	untaken := len(h.c.fetches)
 	h.c.mu.Unlock()
 	require.Equal(t, 1, untaken, "a full buffer takes nothing from the client")
-	h.l.backpressure()
+	h.l.ps.backpressure()
 	require.False(t, h.c.isPaused("in", 0), "a full buffer is not a reason to pause")
 
 	// With a second partition, in/0 may queue twice what in/1 keeps:
 	// 2 x 40/3 = 26 records; its 30 are too many.
-	h.l.partition("in", 1)
-	h.l.backpressure()
+	h.l.ps.get("in", 1)
+	h.l.ps.backpressure()
 	require.True(t, h.c.isPaused("in", 0), "a partition that holds more than its part")
 	require.False(t, h.c.isPaused("in", 1))
 
 	b.release(0)
-	h.settle(func() bool { return h.l.unfinished() == 0 && len(h.part().undispatched) < 26 })
-	h.l.backpressure()
+	h.settle(func() bool { return h.l.ps.unfinished() == 0 && len(h.part().undispatched) < 26 })
+	h.l.ps.backpressure()
 	require.False(t, h.c.isPaused("in", 0))
 }
 
@@ -514,7 +516,7 @@ func TestLoopPollsUntilFirstRecordAcked(t *testing.T) {
 	h.c.mu.Unlock()
 	h.intake(records(0, 1, 1)...)
 	h.settle(h.idle)
-	require.True(t, h.l.awaitingFirstRecord(time.Now()))
+	require.True(t, h.l.c.awaitingFirstRecord(time.Now()))
 	require.False(t, h.l.commitDue(time.Now()), "a commit while the first record is out")
 	require.True(t, h.l.commitDue(time.Now().Add(h.l.cfg.txnTimeout/4)), "a first record out for a quarter of the transaction timeout no longer holds the commit off")
 
@@ -524,8 +526,8 @@ func TestLoopPollsUntilFirstRecordAcked(t *testing.T) {
 	require.Len(t, h.part().pending, 0, "records polled during the wait are admitted")
 
 	ack()
-	require.Eventually(t, h.l.txn.gate.ready, 10*time.Second, time.Millisecond)
-	h.l.txn.gate.releaseIfReady()
+	require.Eventually(t, h.l.c.open.gate.ready, 10*time.Second, time.Millisecond)
+	h.l.c.open.gate.releaseIfReady()
 	require.True(t, h.l.commitDue(time.Now()))
 	h.commit()
 	require.Equal(t, 1, h.c.commits)

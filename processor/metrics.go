@@ -1,13 +1,10 @@
 package processor
 
 import (
-	"context"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
 )
 
@@ -183,32 +180,21 @@ func (m *metrics) setInFlight(c *committer) {
 	m.txnsInFlight.Set(float64(n))
 }
 
-// publish sets the per-partition gauges from the loop's state. The loop
-// calls it once per commit interval, not per record.
+// publish sets the per-partition gauges from the loop's state at now.
 //
 // Lag is the partition's high watermark minus the next offset to fetch.
 // Fetch responses carry the high watermark (kgo.FetchPartition), but a
 // paused partition gets no fetches, and a backlog is exactly when fetching
-// pauses: so a background goroutine (refreshEnds) also lists the end
-// offsets every lagRefreshInterval and the larger of the two is used. The
-// gauge is then stale by at most that interval, whether fetching runs or
-// not. Transaction markers occupy offsets, so with transactional producers
-// the gauge may read 1 at rest rather than 0.
-func (l *lifetime) publish() {
-	m := l.p.metrics
+// pauses: so the loop also raises it to the end offsets a goroutine lists
+// every lagRefreshInterval (endOffsets). The gauge is then stale by at
+// most that interval, whether fetching runs or not. Transaction markers
+// occupy offsets, so with transactional producers the gauge may read 1 at
+// rest rather than 0.
+func (m *metrics) publish(all map[tp]*partition, now time.Time) {
 	if m == nil {
 		return
 	}
-	l.mu.Lock()
-	for k, end := range l.listedEnds {
-		if p := l.parts[k]; p != nil {
-			p.hwm = max(p.hwm, end)
-		}
-	}
-	clear(l.listedEnds)
-	l.mu.Unlock()
-	now := l.cfg.clock.Now()
-	for _, p := range l.parts {
+	for _, p := range all {
 		lv := []string{p.topic, strconv.Itoa(int(p.id))}
 		m.inFlight.WithLabelValues(lv...).Set(float64(p.unfinished()))
 		m.buffered.WithLabelValues(lv...).Set(float64(p.buffered()))
@@ -233,35 +219,4 @@ func (m *metrics) unpublish(k tp) {
 	m.buffered.DeleteLabelValues(lv...)
 	m.oldestAge.DeleteLabelValues(lv...)
 	m.lag.DeleteLabelValues(lv...)
-}
-
-// refreshEnds lists the input partitions' end offsets every
-// lagRefreshInterval until ctx is done, for publish. It runs on its own
-// goroutine, off the loop.
-func (l *lifetime) refreshEnds(ctx context.Context, cl *kgo.Client) {
-	adm := kadm.NewClient(cl)
-	t := time.NewTicker(lagRefreshInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		rctx, cancel := context.WithTimeout(ctx, lagRefreshInterval)
-		ends, err := adm.ListEndOffsets(rctx, l.cfg.inputs...)
-		cancel()
-		if err != nil {
-			l.cfg.logger.Debug("listing end offsets for the lag gauge failed", "err", err)
-			continue
-		}
-		l.mu.Lock()
-		ends.Each(func(o kadm.ListedOffset) {
-			if o.Err == nil {
-				k := tp{o.Topic, o.Partition}
-				l.listedEnds[k] = max(l.listedEnds[k], o.Offset)
-			}
-		})
-		l.mu.Unlock()
-	}
 }

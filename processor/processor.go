@@ -25,7 +25,7 @@ type Processor struct {
 	// incarnation is Run's start time (Unix ns, wall clock: it is compared
 	// with other processes', which an injected clock would not allow), kept
 	// across client rebuilds so that a zombie keeps its old one: see
-	// txn.Config.Incarnation.
+	// txn.Options.Incarnation.
 	incarnation int64
 
 	stats      counters

@@ -2,9 +2,15 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
+	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/dedupe"
 	"github.com/onceflow/onceflow/statestore"
@@ -75,4 +81,128 @@ func (r *run) close() {
 	if r.marks != nil {
 		r.marks.Close()
 	}
+}
+
+func (r *run) runLifetime(ctx context.Context) error {
+	p := r.p
+	l := r.newLifetime(ctx)
+	defer l.ps.restores.close()
+	defer l.endYield()
+	cfg := l.cfg
+	// See backpressure. (WithKgoOpts, in ClientOpts, go before it: a
+	// fetch bound of the user's is theirs to set on purpose, the
+	// processor's own options are appended after.)
+	consumerOpts := []kgo.Opt{kgo.FetchMaxPartitionBytes(inputFetchBytes)}
+	var producerOpts []kgo.Opt
+	if topics := cfg.changelogTopics(); len(topics) > 0 {
+		producerOpts = append(producerOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
+	}
+	if p.metrics != nil {
+		// kprom registers the client's metrics when the client is
+		// created and unregisters them when it closes, so a rebuilt
+		// client takes over the same series. The group member's
+		// client: its fetches, and its requests to the group.
+		consumerOpts = append(consumerOpts, kgo.WithHooks(p.metrics.kprom))
+	}
+	if cfg.groupProtocol == GroupProtocolConsumer {
+		consumerOpts = append(consumerOpts, kgo.WithHooks(classicJoinGuard{l.group}))
+	}
+	s, err := txn.NewSession(txn.Options{
+		Brokers:            cfg.brokers,
+		Group:              cfg.group,
+		InstanceID:         cfg.instanceID,
+		Topics:             cfg.inputs,
+		TransactionTimeout: cfg.txnTimeout,
+		SessionTimeout:     cfg.sessionTimeout,
+		RebalanceTimeout:   cfg.rebalanceTimeout,
+		GroupProtocol:      cfg.groupProtocol,
+		Incarnation:        p.incarnation,
+		Pipeline:           cfg.pipeline,
+		ClientOpts:         cfg.clientOpts(),
+		ConsumerOpts: append(append(consumerOpts,
+			kgo.OnOffsetsFetched(l.group.onOffsetsFetched),
+			kgo.OnPartitionsCallbackBlocked(l.group.onRebalanceWanted),
+		), keyspaceOpts(l.ps.keyspaces)...),
+		ProducerOpts: producerOpts,
+		OnRevoked:    l.group.onRevoked,
+		OnLost:       l.group.onLost,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	closeCommitter := l.connect(sessionClient{s})
+	var refreshWG sync.WaitGroup
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	stopped := false // a clean stop: Run's ctx done, shutdown not fenced
+	defer func() {
+		l.endYield()
+		stopRefresh()
+		refreshWG.Wait()
+		closeCommitter()
+		l.ps.staleAll()
+		// The client may have rejoined under a new member ID that no
+		// assignment has reported yet (members records IDs as offsets
+		// are fetched): closed, that member is this process's, and a
+		// rebuild must not take it for another process's.
+		if member, epoch := s.Client().GroupMetadata(); epoch > 0 {
+			r.members.add(member)
+		}
+		if stopped && p.leaveOnStop.Load() {
+			closeAndLeave(s, l.cfg.logger)
+			return
+		}
+		s.Close()
+	}()
+	if p.metrics != nil {
+		refreshWG.Go(func() { l.ends.refresh(refreshCtx, s.Client(), cfg.inputs, cfg.logger) })
+	}
+	if err := checkGroupProtocol(ctx, s, cfg.logger); err != nil {
+		return err
+	}
+	l.claim = claimID(ctx, s, cfg, p.hooks.claimRecheck)
+	err = l.run(ctx)
+	// Not when the topic watch stopped Run (ErrTopicNotFound): a job
+	// whose topic is gone is fixed and restarted, not scaled down.
+	stopped = err == nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrTopicNotFound)
+	return err // an end still running finishes before the clients close (closeCommitter)
+}
+
+// leaveTimeout bounds a clean stop's leave of the group (WithLeaveOnStop).
+const leaveTimeout = 5 * time.Second
+
+// closeAndLeave closes the lifetime's session after a clean stop and
+// leaves the group, so that the other members get its partitions now
+// (WithLeaveOnStop).
+func closeAndLeave(s *txn.Session, log *slog.Logger) {
+	member, epoch := s.Client().GroupMetadata()
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := s.CloseAndLeave(ctx); err != nil {
+		log.Warn("could not leave the group on stop; this instance's partitions move to the other instances only when its session times out", "member", member, "err", err)
+		return
+	}
+	if member == "" || epoch <= 0 {
+		return // never joined: nothing to leave
+	}
+	log.Info("left the group on stop; this instance's partitions go to the other instances now", "member", member, "took", time.Since(start).Round(time.Millisecond))
+}
+
+// newLifetime builds a lifetime without its client (see connect).
+func (r *run) newLifetime(ctx context.Context) *lifetime {
+	l := &lifetime{p: r.p, r: r, cfg: r.cfg, ends: newEndOffsets()}
+	l.group = newGroupEvents(r.cfg.logger, r.comps.wakePoll)
+	l.group.members = &r.members
+	var yieldCtx context.Context
+	yieldCtx, l.endYield = context.WithCancel(ctx)
+	if r.cfg.groupProtocol == GroupProtocolConsumer {
+		l.group.yield = func(cbCtx context.Context, cl *kgo.Client) error {
+			return r.yieldOnLost(yieldCtx, cbCtx, cl)
+		}
+	}
+	l.ps = &partitions{cfg: r.cfg, r: r, stats: &r.p.stats, m: r.p.metrics, group: l.group,
+		restores: newRestores(ctx, r.cfg), all: make(map[tp]*partition),
+		keyspaces: newKeyspaces(r, l.group)}
+	l.produceCtx = context.WithoutCancel(ctx)
+	return l
 }

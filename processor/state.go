@@ -171,6 +171,29 @@ func (ps *partState) applied(ws []stateWrite) {
 	}
 }
 
+// stage adds the writes of the committed transaction t, with the
+// changelog checkpoint they reach, to b (stagedPart).
+func (ps *partState) stage(b *statestore.Batch, t *transaction, ids map[string][16]byte) (bool, error) {
+	if len(ps.txn) == 0 {
+		return false, nil
+	}
+	topicID, next, err := committedCheckpoint(t, ids, ps.changelog, ps.p.Partition)
+	if err != nil {
+		return false, err
+	}
+	for _, w := range ps.txn {
+		b.Write(ps.p, w.Write)
+	}
+	b.SetCheckpoint(ps.p, statestore.Checkpoint{TopicID: topicID, Next: next})
+	return true, nil
+}
+
+// committed drops the staged writes from the overlay (stagedPart).
+func (ps *partState) committed() {
+	ps.applied(ps.txn)
+	ps.txn = ps.txn[:0]
+}
+
 // markStuck flags a stuck record so that its late writes, if its handler
 // ever returns, are never published.
 func markStuck(it *item) {

@@ -33,37 +33,14 @@ func (k *stateKeyspace) clientOpts() []kgo.Opt { return nil }
 func (k *stateKeyspace) planned(*transaction, map[tp]*partition, map[tp]commitPlan) {}
 
 // apply applies a committed transaction's writes to the store in one
-// batch, with each partition's changelog checkpoint. A crash before this
-// leaves the store behind, never ahead; restore catches it up.
+// batch, with each partition's changelog checkpoint (applyCommitted).
 func (k *stateKeyspace) apply(t *transaction, parts map[tp]*partition) error {
-	b := k.store.NewBatch()
-	var touched []*partState
-	for _, p := range parts {
-		ps := partOf[*partState](p)
-		if ps == nil || len(ps.txn) == 0 {
-			continue
+	return applyCommitted[*partState](t, k.ids, parts, k.store.NewBatch(), func(b *statestore.Batch) error {
+		if err := b.Commit(); err != nil {
+			return fmt.Errorf("processor: applying committed state: %w", err)
 		}
-		topicID, next, err := committedCheckpoint(t, k.ids, ps.changelog, p.id)
-		if err != nil {
-			return err
-		}
-		for _, w := range ps.txn {
-			b.Write(ps.p, w.Write)
-		}
-		b.SetCheckpoint(ps.p, statestore.Checkpoint{TopicID: topicID, Next: next})
-		touched = append(touched, ps)
-	}
-	if len(touched) == 0 {
 		return nil
-	}
-	if err := b.Commit(); err != nil {
-		return fmt.Errorf("processor: applying committed state: %w", err)
-	}
-	for _, ps := range touched {
-		ps.applied(ps.txn)
-		ps.txn = ps.txn[:0]
-	}
-	return nil
+	})
 }
 
 // pendingStateWrites counts the writes the state keyspace is about to

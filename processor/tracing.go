@@ -107,15 +107,16 @@ func retryEvent(span trace.Span, attempt int, err error) {
 	))
 }
 
-// startCommit starts the span of one transaction's commit.
-func (l *lifetime) startCommitSpan(ctx context.Context) (context.Context, trace.Span) {
-	if l.p.tracer == nil {
+// startCommitSpan starts the span of t's commit, t holding work of n
+// input partitions; without a tracer, none.
+func startCommitSpan(ctx context.Context, tracer trace.Tracer, t *transaction, n int) (context.Context, trace.Span) {
+	if tracer == nil {
 		return ctx, nil
 	}
-	return l.p.tracer.Start(ctx, spanCommit, trace.WithAttributes(
-		attribute.Int64("onceflow.outputs", l.txn.counts.outputs),
-		attribute.Int64("onceflow.dead_letters", l.txn.counts.deadLetters),
-		attribute.Int("onceflow.partitions", len(l.parts)),
+	return tracer.Start(ctx, spanCommit, trace.WithAttributes(
+		attribute.Int64("onceflow.outputs", t.counts.outputs),
+		attribute.Int64("onceflow.dead_letters", t.counts.deadLetters),
+		attribute.Int("onceflow.partitions", n),
 	))
 }
 

@@ -26,7 +26,7 @@
 // initializes every producer of the ring, and fences the ring IDs above
 // its size) bump the epochs, which aborts the predecessor's open
 // transactions at once and fences the predecessor if it is still alive (a
-// zombie). Config.Incarnation lets
+// zombie). Options.Incarnation lets
 // a process tell a newer holder of its instance ID from an older one that
 // came back. Under the consumer protocol, where a process may wait for its
 // instance ID, Claim and CheckClaim order such processes by their

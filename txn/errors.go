@@ -48,11 +48,11 @@ var (
 	ErrFenced = errors.New("txn: fenced by a newer instance with the same transactional ID")
 	// ErrOutcomeUnknown means a commit may or may not have happened.
 	ErrOutcomeUnknown = errors.New("txn: transaction outcome unknown")
-	// ErrInvalidConfig is returned by NewSession for a Config it cannot
+	// ErrInvalidOptions is returned by NewSession for a Options it cannot
 	// use. It has no Class: nothing was contacted.
-	ErrInvalidConfig = errors.New("txn: invalid config")
+	ErrInvalidOptions = errors.New("txn: invalid options")
 	// ErrGroupProtocolUnsupported means the brokers cannot run the
-	// GroupProtocol a Config asked for (see Session.CheckGroupProtocol).
+	// GroupProtocol a Options asked for (see Session.CheckGroupProtocol).
 	ErrGroupProtocolUnsupported = errors.New("txn: group protocol not supported by the brokers")
 )
 

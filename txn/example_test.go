@@ -36,7 +36,7 @@ func Example() {
 	)
 	in.Close()
 
-	cfg := txn.Config{
+	cfg := txn.Options{
 		Brokers:     brokers,
 		Group:       "receipts",
 		InstanceID:  "instance-1", // stable across restarts

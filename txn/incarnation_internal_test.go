@@ -26,7 +26,7 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		out := c.CreateTopic(t, "out", 1, nil)
 		group := kafkatest.Name(t, "g")
 		const session = 3 * time.Second
-		base := Config{
+		base := Options{
 			Brokers: c.Brokers, Group: group, InstanceID: "x", Topics: []string{in},
 			TransactionTimeout: 10 * time.Second, SessionTimeout: session, RebalanceTimeout: 10 * time.Second,
 		}
@@ -60,7 +60,7 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 				t.Fatalf("instance x held by %s with incarnation %d, want the %s's %s with %d", m, i, who, member, inc)
 			}
 		}
-		build := func(cfg Config, opts ...kgo.Opt) (*Session, string) {
+		build := func(cfg Options, opts ...kgo.Opt) (*Session, string) {
 			cfg.ClientOpts = opts
 			s, err := NewSession(cfg)
 			if err != nil {
@@ -71,7 +71,7 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		}
 		// rejoin builds a process's next client, checks that it holds the
 		// instance ID, and opens a transaction with a record in it.
-		rejoin := func(who string, cfg Config, value string) (*Txn, string) {
+		rejoin := func(who string, cfg Options, value string) (*Txn, string) {
 			t.Helper()
 			s, member := build(cfg)
 			held(who, member, cfg.Incarnation)
@@ -165,7 +165,7 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 // finding 8 when its zombie came back during a rebalance (seen once in
 // TestZombie on Kafka 4.2.0).
 func TestJudgeHolderWaitsForStable(t *testing.T) {
-	s := &Session{cfg: Config{InstanceID: "x", Incarnation: 200}}
+	s := &Session{cfg: Options{InstanceID: "x", Incarnation: 200}}
 	x := "x"
 	resp := func(state string, meta []byte) *kmsg.DescribeGroupsResponse {
 		g := kmsg.NewDescribeGroupsResponseGroup()

@@ -73,7 +73,7 @@ func TestCloseAndLeave(t *testing.T) {
 
 // groupHolder returns the member holding the Session's instance ID in
 // the group ("" if none), under the Session's protocol.
-func groupHolder(ctx context.Context, t *testing.T, c *kafkatest.Cluster, cfg Config, group string) string {
+func groupHolder(ctx context.Context, t *testing.T, c *kafkatest.Cluster, cfg Options, group string) string {
 	t.Helper()
 	if cfg.GroupProtocol == GroupProtocolConsumer {
 		h, _, err := holder848(ctx, c.Client(t), group, cfg.InstanceID)

@@ -29,7 +29,7 @@ import (
 
 // offsetClients sends a Session's offset commits.
 type offsetClients struct {
-	cfg *Config
+	cfg *Options
 
 	mu  sync.Mutex
 	cl  *kgo.Client // built at the first commit, once tv2 is known

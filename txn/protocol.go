@@ -51,7 +51,7 @@ func (p GroupProtocol) valid() bool {
 }
 
 // groupOpts are the client options that select the protocol.
-func (c Config) groupOpts() []kgo.Opt {
+func (c Options) groupOpts() []kgo.Opt {
 	if c.GroupProtocol == GroupProtocolConsumer {
 		// franz-go runs KIP-848 only with its own (unwrapped) sticky or
 		// range balancer first: the incarnation trailer rides on JoinGroup
@@ -288,7 +288,7 @@ const maxOwnMemberWait = 2 * time.Minute
 // the new Session could not join before then either. A short-lived client built from
 // cfg.Brokers and cfg.ClientOpts (pass connection options only: TLS,
 // SASL, logging) asks the group; after is the caller's clock.
-func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
+func YieldToSuccessor(ctx context.Context, cfg Options, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
 	if cfg.GroupProtocol != GroupProtocolConsumer || len(ours) == 0 {
 		return nil
 	}
@@ -312,7 +312,7 @@ func YieldToSuccessor(ctx context.Context, cfg Config, ours []string, grace time
 // the client's own, not one a closed client left behind: it returns nil
 // at once, and franz-go rejoins (Kafka 4.4.0 refuses a static member's
 // rejoin under the same member ID until that member expires).
-func YieldOnLost(ctx context.Context, cl *kgo.Client, cfg Config, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
+func YieldOnLost(ctx context.Context, cl *kgo.Client, cfg Options, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
 	if cfg.GroupProtocol != GroupProtocolConsumer || len(ours) == 0 {
 		return nil
 	}
@@ -322,7 +322,7 @@ func YieldOnLost(ctx context.Context, cl *kgo.Client, cfg Config, ours []string,
 
 // yieldToSuccessor is YieldToSuccessor on cl. live is the member the
 // client rejoins under, if the group kept it ("" for a new client).
-func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Config, ours []string, live string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
+func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Options, ours []string, live string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
 	const every = 250 * time.Millisecond
 	var waited, ownFor time.Duration // since the ID was first seen free; our member seen holding it
 	for {

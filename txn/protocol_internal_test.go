@@ -12,8 +12,8 @@ import (
 	"github.com/onceflow/onceflow/internal/kafkatest"
 )
 
-func consumerConfig(c *kafkatest.Cluster, group, instance, topic string) Config {
-	return Config{
+func consumerConfig(c *kafkatest.Cluster, group, instance, topic string) Options {
+	return Options{
 		Brokers: c.Brokers, Group: group, InstanceID: instance, Topics: []string{topic},
 		TransactionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
 		GroupProtocol: GroupProtocolConsumer,

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// MaxPipeline bounds Config.Pipeline. A Session's Claim also fences the
+// MaxPipeline bounds Options.Pipeline. A Session's Claim also fences the
 // ring IDs above its own up to this bound, which a predecessor with a
 // larger ring may have left with open transactions.
 const MaxPipeline = 8

@@ -14,10 +14,10 @@ import (
 	"github.com/onceflow/onceflow/internal/kafkatest"
 )
 
-// ringConfig is a Config for instance "i" of group with a ring of n,
+// ringConfig is a Options for instance "i" of group with a ring of n,
 // under the protocol the tests run with.
-func ringConfig(c *kafkatest.Cluster, group, topic string, n int) Config {
-	cfg := Config{
+func ringConfig(c *kafkatest.Cluster, group, topic string, n int) Options {
+	cfg := Options{
 		Brokers: c.Brokers, Group: group, InstanceID: "i", Topics: []string{topic}, Pipeline: n,
 		TransactionTimeout: 10 * time.Second, SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second,
 		ConsumerOpts: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},

@@ -18,10 +18,10 @@ import (
 // (TransactionalId resource) when they are enabled.
 func ID(app, instanceID string) string { return app + "/" + instanceID }
 
-// Config describes a transactional group session. Brokers, Group,
+// Options describes a transactional group session. Brokers, Group,
 // InstanceID and Topics are required; zero durations take the defaults
 // given on each field (the processor's defaults, see package processor).
-type Config struct {
+type Options struct {
 	// Brokers are the seed brokers: bootstrap.servers.
 	Brokers []string
 	// Group is the application: the consumer group (group.id) and the
@@ -88,62 +88,67 @@ type Config struct {
 	OnRevoked, OnLost func(context.Context, *kgo.Client, map[string][]int32)
 }
 
-// Defaults of Config's durations.
+// Defaults of Options' durations.
 const (
 	defaultTransactionTimeout = 10 * time.Second
 	defaultSessionTimeout     = 45 * time.Second
 	defaultRebalanceTimeout   = 60 * time.Second
 )
 
-// withDefaults returns c with its zero durations defaulted.
-func (c Config) withDefaults() Config {
-	if c.TransactionTimeout == 0 {
-		c.TransactionTimeout = defaultTransactionTimeout
+// EnsureDefaults fills in zero fields with their defaults and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.TransactionTimeout == 0 {
+		o.TransactionTimeout = defaultTransactionTimeout
 	}
-	if c.SessionTimeout == 0 {
-		c.SessionTimeout = defaultSessionTimeout
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = defaultSessionTimeout
 	}
-	if c.RebalanceTimeout == 0 {
-		c.RebalanceTimeout = defaultRebalanceTimeout
+	if o.RebalanceTimeout == 0 {
+		o.RebalanceTimeout = defaultRebalanceTimeout
 	}
-	if c.Pipeline == 0 {
-		c.Pipeline = 1
+	if o.Pipeline == 0 {
+		o.Pipeline = 1
 	}
-	return c
+	return o
 }
 
-func (c Config) validate() error {
+// Validate reports whether NewSession accepts o, with an error matching
+// ErrInvalidOptions (and no Class) if it does not. Zero fields count as
+// their defaults; o is not changed.
+func (o *Options) Validate() error {
+	c := *o
+	c.EnsureDefaults()
 	switch {
 	case len(c.Brokers) == 0:
-		return fmt.Errorf("%w: Brokers: at least one seed broker is required", ErrInvalidConfig)
+		return fmt.Errorf("%w: Brokers: at least one seed broker is required", ErrInvalidOptions)
 	case c.Group == "":
-		return fmt.Errorf("%w: Group is required", ErrInvalidConfig)
+		return fmt.Errorf("%w: Group is required", ErrInvalidOptions)
 	case c.InstanceID == "":
-		return fmt.Errorf("%w: InstanceID is required", ErrInvalidConfig)
+		return fmt.Errorf("%w: InstanceID is required", ErrInvalidOptions)
 	case len(c.Topics) == 0:
-		return fmt.Errorf("%w: Topics: at least one input topic is required", ErrInvalidConfig)
+		return fmt.Errorf("%w: Topics: at least one input topic is required", ErrInvalidOptions)
 	case c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.RebalanceTimeout < 0:
-		return fmt.Errorf("%w: timeouts must not be negative", ErrInvalidConfig)
+		return fmt.Errorf("%w: timeouts must not be negative", ErrInvalidOptions)
 	case c.Pipeline < 0 || c.Pipeline > MaxPipeline:
-		return fmt.Errorf("%w: Pipeline %d: want 1 to %d", ErrInvalidConfig, c.Pipeline, MaxPipeline)
+		return fmt.Errorf("%w: Pipeline %d: want 1 to %d", ErrInvalidOptions, c.Pipeline, MaxPipeline)
 	case !c.GroupProtocol.valid():
-		return fmt.Errorf("%w: GroupProtocol %q: want %q or %q", ErrInvalidConfig, c.GroupProtocol, GroupProtocolClassic, GroupProtocolConsumer)
+		return fmt.Errorf("%w: GroupProtocol %q: want %q or %q", ErrInvalidOptions, c.GroupProtocol, GroupProtocolClassic, GroupProtocolConsumer)
 	}
 	return nil
 }
 
 // Session is one transactional client lifetime: a group member that
 // consumes read_committed (static membership, rebalances blocked while the
-// loop works) and a ring of transactional producers (Config.Pipeline) whose
+// loop works) and a ring of transactional producers (Options.Pipeline) whose
 // transactions commit the member's offsets with its group metadata
 // (KIP-447), so that while one transaction ends the next can fill on the
 // next producer. After an error of class ClassReset, ClassFenced or
 // ClassOutcomeUnknown it must be closed and, if the caller goes on,
-// replaced by a new Session with the same Config. Poll, AllowRebalance and
+// replaced by a new Session with the same Options. Poll, AllowRebalance and
 // Begin are called from one goroutine; a Txn may be produced to and ended
 // from another.
 type Session struct {
-	cfg     Config
+	cfg     Options
 	cl      *kgo.Client // the group member
 	ring    []*producer
 	next    int  // the ring index the next Begin takes
@@ -162,12 +167,12 @@ type Session struct {
 // NewSession builds the clients. Under the classic protocol the member
 // joins the group as soon as it has the topics' metadata; under the
 // consumer protocol at Claim or the first Poll, whichever comes first. An
-// invalid cfg fails with an error matching ErrInvalidConfig.
-func NewSession(cfg Config) (*Session, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+// invalid cfg fails with an error matching ErrInvalidOptions.
+func NewSession(cfg Options) (*Session, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.EnsureDefaults()
 	s := &Session{cfg: cfg}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),

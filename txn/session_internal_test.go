@@ -40,7 +40,7 @@ func TestEndTimeoutOfReplacedZombie(t *testing.T) {
 	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
 		topic := c.CreateTopic(t, "in", 2, nil)
 		group := kafkatest.Name(t, "g")
-		cfg := Config{
+		cfg := Options{
 			Brokers: c.Brokers, Group: group, InstanceID: "x", Topics: []string{topic},
 			TransactionTimeout: 10 * time.Second, SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second,
 		}
@@ -91,7 +91,7 @@ func TestEndTimeoutOfReplacedZombie(t *testing.T) {
 // up to 0.5 s of a 2.5 s embedded eosbench run (docs/benchmarks.md, "A resumed
 // partition no longer waits out fetch.max.wait").
 func TestFetchMaxWait(t *testing.T) {
-	s, err := NewSession(Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", InstanceID: "i", Topics: []string{"t"}})
+	s, err := NewSession(Options{Brokers: []string{"127.0.0.1:1"}, Group: "g", InstanceID: "i", Topics: []string{"t"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func TestYieldToSuccessor848(t *testing.T) {
 				defer func() { <-joined }()
 				time.AfterFunc(tc.takeAt, func() { kafkatest.Join848(t, cl, group, "i", topic); close(joined) })
 			}
-			cfg := Config{Brokers: c.Brokers, Group: group, InstanceID: "i", GroupProtocol: tc.protocol}
+			cfg := Options{Brokers: c.Brokers, Group: group, InstanceID: "i", GroupProtocol: tc.protocol}
 			start := time.Now()
 			e := YieldToSuccessor(context.Background(), cfg, ours, grace, time.After)
 			took := time.Since(start)
@@ -102,7 +102,7 @@ func TestYieldToSuccessor848(t *testing.T) {
 // the callback, so the yield before franz-go's rejoin (YieldOnLost) did
 // not run, and the process took the ID back from a newer one (a KIP-848
 // cluster soak, w95#207). onceflow patched franz-go for it; a Session's
-// own callbacks (Config.OnLost) must pass on every loss.
+// own callbacks (Options.OnLost) must pass on every loss.
 func TestEveryLossReported848(t *testing.T) {
 	if kafkatest.Real() {
 		t.Skip("kfake: the fault injection")

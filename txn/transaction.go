@@ -49,7 +49,7 @@ func (t *Txn) Flush(ctx context.Context) error { return t.p.cl.Flush(ctx) }
 // commits its offsets as the member's plain offset commit, fenced the same
 // way.
 //
-// With several transactions open (Config.Pipeline), commit them in the
+// With several transactions open (Options.Pipeline), commit them in the
 // order they began, each after the one before it returned committed: the
 // group keeps the offset commit that reached it last, and a younger
 // transaction's offsets and outputs may depend on an older one's.

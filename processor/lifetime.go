@@ -1,0 +1,413 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/offsetmeta"
+	"github.com/onceflow/onceflow/txn"
+)
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// lifetime is one transactional client's run: the loop's skeleton. Each
+// step polls into the record path (partitions), applies the group's news,
+// takes finished work into the open transaction and, when a commit is
+// due, hands that transaction to the commit path (committer), collecting
+// the end's outcome: a commit moves the partitions' commit points on, an
+// abort rewinds them. The loop goroutine owns it; what other goroutines
+// report arrives through group (the client's callbacks), the restores,
+// the run's completion queue and ends.
+type lifetime struct {
+	p     *Processor
+	r     *run
+	cfg   *config
+	s     txnClient
+	c     *committer   // the transactions: the open one and the one ending
+	ps    *partitions  // the record path
+	group *groupEvents // news from the group callbacks
+	ends  *endOffsets  // the inputs' end offsets, for the lag gauge
+
+	sched     commitSchedule
+	saturated bool // work waited for room in the open transaction (see commitSchedule)
+	// now is the clock's time after the last poll (or drain wait): one
+	// reading per loop step serves every record of the step.
+	now time.Time
+
+	// claim, under the consumer protocol, checks this lifetime's claim
+	// of the transactional ID while its member holds the instance ID
+	// (claim.go); nil under classic or without a claim.
+	claim *claimCheck
+	// endYield ends a lost member's yield (yieldOnLost) when the
+	// lifetime ends: the client's Close waits for the callback, and the
+	// rebuild gives what is left of its grace.
+	endYield context.CancelFunc
+	// produceCtx outlives Run's context: records of a transaction that
+	// is still to commit must not be canceled by a shutdown.
+	produceCtx context.Context
+}
+
+// connect gives the lifetime its client. The returned func waits for an
+// end still running and ends the gates' goroutines; call it before closing
+// the client.
+func (l *lifetime) connect(s txnClient) (closeCommitter func()) {
+	l.s = s
+	l.ps.s = s
+	l.c = newCommitter(s, l.cfg, l.p.metrics, l.produceCtx, l.r.comps.notify)
+	return l.c.close
+}
+
+func (l *lifetime) run(ctx context.Context) error {
+	cfg := l.cfg
+	l.sched = newCommitSchedule(cfg.commitFloor(), cfg.commitInterval, time.Now())
+	for {
+		if ctx.Err() != nil {
+			return l.shutdown()
+		}
+		if err := l.poll(ctx); err != nil {
+			return err
+		}
+		if err := l.handleEvents(); err != nil {
+			return err
+		}
+		if err := l.claim.recheck(ctx, l.now, l.c.inTxn(), l.group.losses.Load()); err != nil {
+			return err
+		}
+		if err := l.takeCommit(ctx, false); err != nil {
+			return err
+		}
+		if err := l.ps.drain(l.c.open, l.now); err != nil {
+			return err
+		}
+		if err := l.ps.checkStuck(l.c.open, l.now); err != nil {
+			return err
+		}
+		if err := l.c.open.gate.releaseIfReady(); err != nil {
+			return err
+		}
+		if l.ps.backpressure() {
+			l.saturated = true
+		}
+		wantRebalance := l.group.rebalanceWanted.Load()
+		if l.c.ending != nil || !wantRebalance && !l.commitDue(time.Now()) {
+			continue
+		}
+		if !l.c.open.used {
+			l.ended() // nothing to commit: look again an interval on
+			continue
+		}
+		if wantRebalance {
+			// Finish what is in flight while our generation is
+			// still current, so the next owner redoes little.
+			if err := l.waitInFlight(ctx, ctx); err != nil {
+				return err
+			}
+		}
+		// Not canceled with ctx: a stop arriving mid-commit must not
+		// turn a commit the broker may already have applied into an
+		// unknown outcome (a rebuild, and Stats missing its outputs).
+		// Bounded instead: the end's flush and commit take a
+		// transaction timeout each at most. The loop sees ctx after it
+		// and shuts down.
+		cctx := context.WithoutCancel(ctx)
+		if wantRebalance || !l.canOverlap() {
+			if err := l.commit(cctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := l.startCommit(cctx); err != nil {
+			return err
+		}
+	}
+}
+
+// commitDue reports whether the open transaction should commit now: its
+// schedule says so, and its first record is acknowledged, or has been out
+// for a quarter of the transaction timeout (see openGate.holding).
+func (l *lifetime) commitDue(now time.Time) bool {
+	return l.sched.due(now, l.c.open.used) && !l.c.awaitingFirstRecord(now)
+}
+
+// poll fetches up to the free buffer room, waiting until the next commit
+// at most. One poll takes at most four per-partition bounds per fetching
+// partition, so that memory follows what the partitions can run rather
+// than the total bound, and at most one partition's queue share: a poll
+// may land in one partition before backpressure can pause it. With no room
+// it takes nothing and only waits: franz-go keeps what it fetched, and
+// fetches no more from those brokers, until the loop takes it.
+func (l *lifetime) poll(ctx context.Context) error {
+	n := l.ps.count()
+	room := min(l.cfg.maxBuffer-l.ps.buffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.ps.fetching(n)), l.ps.queueShare(n))
+	deadline := l.sched.next(l.c.open.used)
+	if now := time.Now(); l.c.ending != nil || l.c.awaitingFirstRecord(now) {
+		// No commit before the running end is over, nor before the
+		// first record's acknowledgement; both wake the poll: wait for
+		// them, not for a due time passed (the loop spun through the
+		// ends, a core's worth on a slow cluster).
+		if d := now.Add(l.cfg.commitInterval); d.After(deadline) {
+			deadline = d
+		}
+	}
+	pctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	l.r.comps.pollWake.Store(&cancel)
+	if l.r.comps.pending() || l.c.open.gate.ready() || l.c.done() {
+		cancel() // woken before the wake was armed: do not wait
+	}
+	var fs kgo.Fetches
+	if room > 0 {
+		fs = l.s.Poll(pctx, room)
+	} else {
+		<-pctx.Done()
+	}
+	if room <= 0 || fs.NumRecords() >= room {
+		l.saturated = true // more may wait in the client's buffer
+	}
+	l.r.comps.pollWake.Store(nil)
+	l.now = l.cfg.clock.Now()
+	var fatal error
+	fs.EachError(func(topic string, partition int32, err error) {
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, kgo.ErrClientClosed):
+			fatal = &txn.Error{Class: txn.ClassReset, Op: "poll", Err: err}
+		case errors.Is(err, kerr.FencedInstanceID):
+			fatal = l.s.CheckFenced(ctx, "poll", err)
+		case errors.Is(err, kerr.UnreleasedInstanceID):
+			if e := l.s.CheckReplaced(ctx, l.now, "poll", err, l.r.members.list(), &l.r.waitedFor); e != nil {
+				fatal = e
+				return
+			}
+			l.cfg.logger.Warn("waiting for the group to release this instance ID (a stopped predecessor's session must expire first)", "err", err)
+		case topicGone(err):
+			// The topic watch finds it too, later.
+			if e := l.cfg.checkTopicsGone(ctx, topic); e != nil {
+				fatal = e
+				return
+			}
+			l.cfg.logger.Warn("fetch error", "topic", topic, "partition", partition, "err", err)
+		default:
+			l.cfg.logger.Warn("fetch error", "topic", topic, "partition", partition, "err", err)
+		}
+	})
+	if fatal != nil {
+		return fatal
+	}
+	return l.ps.intake(fs, l.now)
+}
+
+// handleEvents applies what the group callbacks reported.
+func (l *lifetime) handleEvents() error {
+	fatal, revoked, rebalanced := l.group.take()
+	if fatal != nil {
+		return fatal
+	}
+	if err := l.ps.takeRestored(); err != nil {
+		return err
+	}
+	l.ps.revoke(revoked)
+	if rebalanced {
+		l.p.stats.rebalances.Add(1)
+		l.cfg.logger.Debug("rebalanced", "in_txn", l.c.inTxn())
+		l.ps.rewindUntracked()
+	}
+	return nil
+}
+
+// shutdown finishes in-flight records (bounded), commits and returns.
+func (l *lifetime) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.txnTimeout)
+	defer cancel()
+	err := l.takeCommit(ctx, true)
+	if err == nil {
+		err = l.waitInFlight(ctx, ctx)
+	}
+	if err == nil {
+		err = l.commit(ctx)
+	}
+	l.publish()
+	if err != nil {
+		l.cfg.logger.Warn("final commit failed; the next start resumes from what is committed", "err", err)
+		if errors.Is(err, ErrFenced) {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitInFlight waits, at most the drain timeout, for dispatched records to
+// finish, putting them into the transaction as they do.
+func (l *lifetime) waitInFlight(ctx, drainCtx context.Context) error {
+	deadline := time.NewTimer(l.cfg.drainTimeout)
+	defer deadline.Stop()
+	for l.ps.unfinished() > 0 {
+		select {
+		case <-l.r.comps.wake:
+		case <-deadline.C:
+			l.cfg.logger.Info("drain timeout: unfinished records are left to be redone", "unfinished", l.ps.unfinished())
+			return nil
+		case <-drainCtx.Done():
+			return nil
+		}
+		l.now = l.cfg.clock.Now()
+		if err := l.ps.drain(l.c.open, l.now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startCommit starts the end of the open transaction, with the offsets of
+// the lowest unfinished records and, in the metadata, the finished records
+// above them, and opens the next one. The loop goes on while it ends
+// (takeCommit collects the result), unless it must wait (commit). A
+// transaction that holds work of a partition revoked or lost since is
+// aborted instead.
+func (l *lifetime) startCommit(ctx context.Context) error {
+	if l.c.open.stale(l.ps.all) {
+		return l.abortAll(ctx, abortRevoked) // it holds work of partitions revoked or lost since
+	}
+	began := time.Now()
+	l.p.metrics.observeCommitStart(began)
+	plans := make(map[tp]commitPlan, len(l.ps.all))
+	for k, p := range l.ps.all {
+		base, done := p.commitPoint()
+		plans[k] = commitPlan{base, done, offsetmeta.Encode(base, done), p.doneSinceCommit}
+	}
+	for _, ks := range l.ps.keyspaces {
+		ks.planned(l.c.open, l.ps.all, plans) // before the flush, which must cover them
+	}
+	e := &ending{plans: plans, sent: make(map[tp]bool, len(plans)), began: began}
+	var spanCtx context.Context
+	spanCtx, e.span = startCommitSpan(ctx, l.p.tracer, l.c.open, len(l.ps.all))
+	l.c.start(spanCtx, e, offsetsFrom(plans, e.sent))
+	l.p.metrics.setInFlight(l.c)
+	return nil
+}
+
+// commit commits the open transaction and waits for the end: at a
+// rebalance, at shutdown, and when transactions must not overlap
+// (canOverlap). An end already running is collected first.
+func (l *lifetime) commit(ctx context.Context) error {
+	if err := l.takeCommit(ctx, true); err != nil {
+		return err
+	}
+	if !l.c.open.used {
+		l.ended()
+		return nil
+	}
+	if err := l.startCommit(ctx); err != nil {
+		return err
+	}
+	return l.takeCommit(ctx, true)
+}
+
+// takeCommit collects a finished end (waiting for it if wait): a commit
+// is applied, an abort rewinds.
+func (l *lifetime) takeCommit(ctx context.Context, wait bool) error {
+	e, res := l.c.result(wait)
+	if e == nil {
+		return nil
+	}
+	l.p.metrics.setInFlight(l.c)
+	endCommit(e.span, res.committed, e.sent, res.err)
+	switch {
+	case res.err != nil:
+		return res.err
+	case res.produceFailed:
+		return l.abortAll(ctx, abortProduce)
+	case !res.committed:
+		return l.abortAll(ctx, abortRefused)
+	}
+	if h := l.p.hooks.afterEndTxn; h != nil {
+		if err := h(pendingStateWrites(l.ps.all)); err != nil {
+			return err
+		}
+	}
+	for _, ks := range l.ps.keyspaces {
+		if err := ks.apply(e.t, l.ps.all); err != nil {
+			return err
+		}
+	}
+	for k := range e.sent {
+		p := l.ps.all[k]
+		if p == nil {
+			continue // revoked while it ended; nothing of it was admitted since
+		}
+		pl := e.plans[k]
+		l.cfg.logger.Debug("committed partition", "topic", k.topic, "partition", k.partition, "offset", pl.base, "done", pl.done)
+		p.committed, p.committedDone = pl.base, pl.done
+		p.doneSinceCommit -= pl.doneBefore // what finished while it ended belongs to the next
+	}
+	took := time.Since(e.began)
+	l.p.stats.commits.Record(took)
+	e.t.settle(&l.p.stats)
+	l.cfg.logger.Debug("committed", "took", took)
+	l.ended()
+	return nil
+}
+
+// ended is the step after a commit, an abort's rewind or a due commit
+// with nothing to commit: the schedule starts over, a rebalance waiting
+// for the commit may run, the gauges are published.
+func (l *lifetime) ended() {
+	l.sched.ended(time.Now(), l.saturated)
+	l.p.metrics.setCommitFloor(l.sched.floor)
+	l.saturated = false
+	l.group.rebalanceWanted.Store(false)
+	l.s.AllowRebalance()
+	l.publish()
+}
+
+// canOverlap reports whether the loop may admit finished work into the
+// next transaction while one ends. Keyspaces' changelog writes are applied
+// to the local stores per transaction, in commit order, from what the
+// partitions hold: with any keyspace the loop admits nothing until the
+// end is over.
+func (l *lifetime) canOverlap() bool {
+	return len(l.ps.keyspaces) == 0 && l.p.hooks.afterEndTxn == nil
+}
+
+// abortAll counts an aborted transaction with its reason, aborts the open
+// transaction too (an abort cascades; reason abortRevoked is the open
+// one's own), rewinds the consumer and drops everything after the last
+// commit.
+func (l *lifetime) abortAll(ctx context.Context, reason int) error {
+	l.p.stats.abortsBy[reason].Add(1)
+	if reason != abortRevoked && l.c.open.used {
+		l.p.stats.abortsBy[abortCascade].Add(1)
+	}
+	parts := make([]string, 0, len(l.ps.all))
+	for k := range l.ps.all {
+		parts = append(parts, k.topic+"/"+strconv.Itoa(int(k.partition)))
+	}
+	slices.Sort(parts)
+	l.cfg.logger.Info("transaction aborted; redoing from the last commit", "reason", abortReasons[reason], "partitions", parts)
+	if err := l.c.abortOpen(ctx); err != nil {
+		return err
+	}
+	l.s.Rewind()
+	l.ps.rewindAll()
+	l.ended()
+	return nil
+}
+
+// publish sets the per-partition gauges from the loop's state, once per
+// commit interval, not per record (metrics.publish).
+func (l *lifetime) publish() {
+	if l.p.metrics == nil {
+		return
+	}
+	l.ends.raise(l.ps.all)
+	l.p.metrics.publish(l.ps.all, l.cfg.clock.Now())
+}
