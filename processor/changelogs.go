@@ -30,34 +30,6 @@ type changelogSpec struct {
 	configs map[string]*string // of topics the processor creates
 }
 
-// changelogSpecs lists the changelogs the configuration needs.
-func (c *config) changelogSpecs() []changelogSpec {
-	var out []changelogSpec
-	compact := "compact"
-	compacted := map[string]*string{"cleanup.policy": &compact}
-	if c.stateDir != "" {
-		out = append(out, changelogSpec{stateSuffix, compacted})
-	}
-	if c.dedupeDir != "" {
-		out = append(out, changelogSpec{dedupeSuffix, dedupeTopicConfigs(c.dedupeOptions())})
-	}
-	if c.positionGuard {
-		out = append(out, changelogSpec{positionsSuffix, compacted})
-	}
-	return out
-}
-
-// changelogTopics returns the names of every changelog topic.
-func (c *config) changelogTopics() map[string]bool {
-	out := make(map[string]bool)
-	for _, sp := range c.changelogSpecs() {
-		for _, in := range c.inputs {
-			out[changelogName(c.group, in, sp.suffix)] = true
-		}
-	}
-	return out
-}
-
 // ensureChangelogs creates missing changelog topics with as many
 // partitions as their input topics, and returns every changelog topic's ID.
 // Existing topics are used as they are.

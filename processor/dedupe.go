@@ -88,21 +88,6 @@ func OnceNamed(ctx context.Context, effect string, fn func(ctx context.Context) 
 	return d.tgt.store.Once(ctx, d.tgt.effectKey(effect, id), fn)
 }
 
-// dedupeOptions returns the options the store is opened with: the
-// user's, with the processor's clock and, unless set, logger.
-func (c *config) dedupeOptions() dedupe.Options {
-	var o dedupe.Options
-	if c.dedupeOpts != nil {
-		o = *c.dedupeOpts
-	}
-	if o.Logger == nil {
-		o.Logger = c.logger
-	}
-	o.Clock = c.clock
-	o.EnsureDefaults()
-	return o
-}
-
 // storeOptions are the dedupe store's options: the user's, with Once's
 // marks synced and room for the processor's key prefixes.
 func storeOptions(o dedupe.Options) *dedupe.Options {
@@ -118,32 +103,3 @@ func dedupeTopicConfigs(o dedupe.Options) map[string]*string {
 }
 
 func dedupeTopic(group, input string) string { return changelogName(group, input, dedupeSuffix) }
-
-func (c *config) validateDedupe() error {
-	if !c.dedupeSet {
-		if c.eventID != nil {
-			return invalid("WithEventID needs WithDedupe")
-		}
-		return nil
-	}
-	if c.eventID == nil { // the default, set here: WithEventID alone is invalid
-		c.eventID = headerEventID
-	}
-	switch {
-	case c.dedupeDir == "":
-		return invalid("WithDedupe: a directory is required")
-	case c.stateDir != "" && c.stateDir == c.dedupeDir:
-		return invalid("WithDedupe and WithStateStore need different directories, both are %q", c.dedupeDir)
-	case c.dedupeOpts != nil && c.dedupeOpts.Clock != nil:
-		return invalid("WithDedupe: opts.Clock must be nil: mark times follow the processor's clock (WithClock)")
-	}
-	o := c.dedupeOptions()
-	if err := o.Validate(); err != nil {
-		return fmt.Errorf("%w: WithDedupe: %w", ErrInvalidOption, err)
-	}
-	if err := storeOptions(o).Validate(); err != nil {
-		return fmt.Errorf("%w: WithDedupe: MaxIDLen %d leaves no room for the processor's %d bytes of key prefix: %w",
-			ErrInvalidOption, o.MaxIDLen, dedupeKeyOverhead, err)
-	}
-	return nil
-}

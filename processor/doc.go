@@ -92,13 +92,14 @@ package processor
 
 // A map of the package's types, for readers of its code. One record goes
 // lifetime.poll -> partitions.intake (partition.track, dispatchWindow) ->
-// dispatcher -> worker (session.go: runTurn, attempt) -> completionQueue ->
+// dispatcher -> worker (turn.go: runTurn, attempt) -> completionQueue ->
 // partitions.drain (tryAdmit, transaction.produce) -> lifetime.startCommit
 // -> committer.end (on its own goroutine) -> lifetime.takeCommit.
 // The partition's keyspaces (keyspace.go) see it at three of these
 // steps: screen before dispatch, produce at admission, apply after commit.
 //
 //	Processor          processor.go   options, counters, metrics; Run builds a run
+//	config             config.go      what the Opts (options.go) set; defaults and validation
 //	run                run.go         one Run call: workers, completion queue, local stores;
 //	                                  builds each lifetime and its client
 //	lifetime           lifetime.go    one transactional session: the loop's skeleton (poll,
@@ -117,7 +118,7 @@ package processor
 //	restores           restore.go     changelog restores of newly assigned partitions
 //	partition, item    partition.go   a partition's records in offset order; commit point
 //	dispatcher         dispatch.go    sessions, the run queue and the worker pool
-//	                   session.go     one session's turn on a worker; retries
+//	                   turn.go        one session's turn on a worker; retries
 //	completionQueue    completions.go finished items back to the loop
 //	keyspace,          keyspace.go    a changelog-backed keyspace as the loop sees it: restore,
 //	keyspacePart                      screen, produce, plan, apply after commit, rewind; the

@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -92,72 +91,6 @@ type Opt interface {
 type opt func(*config)
 
 func (o opt) apply(c *config) { o(c) }
-
-type config struct {
-	brokers            []string
-	group              string
-	instanceID         string
-	inputs             []string
-	output             string
-	outputSet          bool // WithOutputTopic was given (its topic may be invalid)
-	noDefaultOutput    bool // WithoutDefaultOutput
-	dlq                string
-	handler            Handler
-	commitInterval     time.Duration
-	minCommitInterval  time.Duration
-	txnTimeout         time.Duration
-	pipeline           int
-	sessionTimeout     time.Duration
-	groupProtocol      GroupProtocol
-	rebalanceTimeout   time.Duration
-	leaveOnStop        bool
-	retry              RetryPolicy
-	permanent          func(error) bool
-	ordering           Ordering
-	sessionKey         func(*kgo.Record) []byte
-	idleSession        time.Duration
-	stuckTimeout       time.Duration
-	maxPartitionBuffer int
-	maxBuffer          int
-	maxMetadataBytes   int
-	drainTimeout       time.Duration
-	startTimeout       time.Duration
-	logger             *slog.Logger
-	clientLogLevel     slog.Level
-	clock              Clock
-	kgoOpts            []kgo.Opt
-	stateDir           string
-	stateOpts          *statestore.Options
-	dedupeSet          bool
-	dedupeDir          string
-	dedupeOpts         *dedupe.Options
-	eventID            func(*kgo.Record) []byte
-	positionGuard      bool
-	stopAtEnd          bool // WithStopAtEnd (stopatend.go)
-	registerer         prometheus.Registerer
-	tracerProvider     trace.TracerProvider
-}
-
-func defaults() config {
-	return config{
-		commitInterval:     100 * time.Millisecond,
-		txnTimeout:         10 * time.Second,
-		pipeline:           defaultPipeline,
-		sessionTimeout:     45 * time.Second,
-		groupProtocol:      GroupProtocolClassic,
-		rebalanceTimeout:   60 * time.Second,
-		retry:              DefaultRetryPolicy(),
-		idleSession:        10 * time.Second,
-		maxPartitionBuffer: 1_000,
-		maxBuffer:          50_000,
-		maxMetadataBytes:   4096,
-		drainTimeout:       5 * time.Second,
-		startTimeout:       30 * time.Second,
-		logger:             slog.Default(), // as it is when New runs
-		clientLogLevel:     slog.LevelWarn,
-		clock:              realClock{},
-	}
-}
 
 // Each option's documentation gives its default and the Kafka or Kafka
 // Streams (Java) setting it corresponds to, if there is one. Options are
@@ -596,79 +529,3 @@ func WithTracerProvider(tp trace.TracerProvider) Opt {
 // the mock time of Kafka Streams' TopologyTestDriver, it is no Kafka
 // setting. Default: the system clock.
 func WithClock(cl Clock) Opt { return opt(func(c *config) { c.clock = cl }) }
-
-// clientOpts are the options every franz-go client of the processor starts
-// from: its log routing, then the user's WithKgoOpts, which win.
-func (c *config) clientOpts() []kgo.Opt {
-	return append([]kgo.Opt{kgo.WithLogger(newClientLogger(c.logger, c.clientLogLevel))}, c.kgoOpts...)
-}
-
-func (c *config) validate() error {
-	switch {
-	case len(c.brokers) == 0:
-		return invalid("WithBrokers: at least one seed broker is required")
-	case c.group == "":
-		return invalid("WithGroup: a group (application name) is required")
-	case c.instanceID == "":
-		return invalid("WithInstanceID: a stable instance ID is required for transactional IDs and static membership")
-	case len(c.inputs) == 0:
-		return invalid("WithInputTopics: at least one input topic is required")
-	case c.handler == nil:
-		return invalid("WithHandler: a handler is required")
-	case c.commitInterval <= 0:
-		return invalid("WithCommitInterval: must be positive, got %v", c.commitInterval)
-	case c.txnTimeout < time.Second:
-		return invalid("WithTransactionTimeout: must be at least 1s, got %v", c.txnTimeout)
-	case c.pipeline < 1 || c.pipeline > txn.MaxPipeline:
-		return invalid("WithTransactionPipeline: want 1 to %d, got %d", txn.MaxPipeline, c.pipeline)
-	case c.minCommitInterval < 0 || c.minCommitInterval > c.commitInterval:
-		return invalid("WithMinCommitInterval: need 0 <= min <= WithCommitInterval (%v), got %v", c.commitInterval, c.minCommitInterval)
-	case c.commitInterval >= c.txnTimeout:
-		return invalid("WithCommitInterval (%v) must be shorter than WithTransactionTimeout (%v)", c.commitInterval, c.txnTimeout)
-	case c.sessionTimeout <= 0 || c.rebalanceTimeout <= 0:
-		return invalid("session and rebalance timeouts must be positive")
-	case c.startTimeout <= 0:
-		return invalid("WithStartTimeout: must be positive, got %v", c.startTimeout)
-	case c.drainTimeout <= 0 || c.drainTimeout >= c.rebalanceTimeout:
-		return invalid("WithDrainTimeout (%v) must be positive and shorter than the rebalance timeout (%v)", c.drainTimeout, c.rebalanceTimeout)
-	case c.groupProtocol != GroupProtocolClassic && c.groupProtocol != GroupProtocolConsumer:
-		return invalid("WithGroupProtocol: want %q or %q, got %q", GroupProtocolClassic, GroupProtocolConsumer, c.groupProtocol)
-	case c.ordering < OrderBySession || c.ordering > Unordered:
-		return invalid("WithOrdering: unknown mode %d", c.ordering)
-	case c.idleSession <= 0:
-		return invalid("WithIdleSessionTimeout: must be positive")
-	case c.stuckTimeout < 0:
-		return invalid("WithStuckTimeout: must not be negative")
-	case c.stuckTimeout > 0 && c.dlq == "":
-		return invalid("WithStuckTimeout needs WithDLQTopic: stuck records go there")
-	case c.maxPartitionBuffer <= 0 || c.maxBuffer < c.maxPartitionBuffer:
-		return invalid("WithMaxBuffered: need 0 < perPartition <= total, got %d, %d", c.maxPartitionBuffer, c.maxBuffer)
-	case c.maxMetadataBytes < 64:
-		return invalid("WithMaxCommitMetadataBytes: must be at least 64, got %d", c.maxMetadataBytes)
-	case c.logger == nil || c.clock == nil:
-		return invalid("logger and clock must not be nil")
-	case c.dlq != "" && contains(c.inputs, c.dlq):
-		return invalid("WithDLQTopic %q is also an input topic", c.dlq)
-	case c.output != "" && contains(c.inputs, c.output):
-		return invalid("WithOutputTopic %q is also an input topic", c.output)
-	}
-	if err := c.validateNames(); err != nil {
-		return err
-	}
-	if err := c.validateDedupe(); err != nil {
-		return err
-	}
-	if err := c.stateOpts.Validate(); err != nil {
-		return fmt.Errorf("%w: WithStateStore: %w", ErrInvalidOption, err)
-	}
-	return c.retry.validate()
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}

@@ -55,11 +55,3 @@ func (c *commitSchedule) ended(now time.Time, saturated bool) {
 
 // defaultMinCommitInterval is WithMinCommitInterval's default.
 const defaultMinCommitInterval = time.Millisecond
-
-// commitFloor is the schedule's minimum floor.
-func (c *config) commitFloor() time.Duration {
-	if c.minCommitInterval > 0 {
-		return c.minCommitInterval
-	}
-	return min(defaultMinCommitInterval, c.commitInterval)
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,31 +91,6 @@ func startTimedOut(ctx context.Context, cfg *config, dials *dialErrors, missing 
 		return nil // stopped before any answer or error: a stop
 	}
 	return fmt.Errorf("%w within %v: %s: no answer", ErrBrokersUnreachable, took.Round(100*time.Millisecond), strings.Join(cfg.brokers, ","))
-}
-
-// jobTopics are the topics the job needs before it starts, in the order of
-// the options: inputs, output, dead-letter topic.
-func (c *config) jobTopics() []string {
-	ts := slices.Clone(c.inputs)
-	for _, t := range []string{c.output, c.dlq} {
-		if t != "" && !slices.Contains(ts, t) {
-			ts = append(ts, t)
-		}
-	}
-	return ts
-}
-
-// topicRole names the option that made topic one of the job's.
-func (c *config) topicRole(topic string) string {
-	switch {
-	case slices.Contains(c.inputs, topic):
-		return "input topic " + topic + " (WithInputTopics)"
-	case topic == c.output:
-		return "output topic " + topic + " (WithOutputTopic)"
-	case topic == c.dlq:
-		return "dead-letter topic " + topic + " (WithDLQTopic)"
-	}
-	return "topic " + topic
 }
 
 // topicsNotFound is the error for topics the brokers say do not exist.

@@ -99,17 +99,3 @@ func confirmTopicsGone(ctx context.Context, cl *kgo.Client, cfg *config, topics 
 		}
 	}
 }
-
-// checkTopicsGone is confirmTopicsGone with a client of its own, for the
-// loop's error paths, which have a transactional client that must not be
-// used for it: call it when a fetch or produce error satisfies topicGone,
-// with the failed record's topic, and stop with its error if it returns
-// one.
-func (c *config) checkTopicsGone(ctx context.Context, topics ...string) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.brokers...)}, c.clientOpts()...)...)
-	if err != nil {
-		return nil
-	}
-	defer cl.Close()
-	return confirmTopicsGone(ctx, cl, c, topics)
-}
