@@ -115,7 +115,7 @@ func TestCorruptStoreReported(t *testing.T) {
 // TestClosed: every call on a closed store returns ErrClosed, a second
 // Close too.
 func TestClosed(t *testing.T) {
-	s, err := Open("db", &Options{FS: vfs.NewMem(), CacheSize: -1})
+	s, err := Open("db", &Options{FS: vfs.NewMem()})
 	require.NoError(t, err)
 	b := s.NewBatch()
 	b.Write(p0, Write{Key: []byte("k"), Value: []byte("v")})
