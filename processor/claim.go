@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/onceflow/onceflow/txn"
+	"github.com/onceflow/onceflow/internal/txncore"
 )
 
 // claimRecheck is how long a member that holds the instance ID but runs
@@ -16,9 +16,9 @@ import (
 const claimRecheck = 5 * time.Second
 
 // claimCheck is what the loop keeps about its lifetime's claim of the
-// transactional ID (txn/claim.go).
+// transactional ID (internal/txncore/claim.go).
 type claimCheck struct {
-	s      *txn.Session
+	s      *txncore.Session
 	log    *slog.Logger
 	every  time.Duration // claimRecheck, or a test's
 	member string        // the member ID of the last check; "" before the first join
@@ -34,7 +34,7 @@ type claimCheck struct {
 // stops the lifetime when the brokers cannot answer: the producers then
 // initialize at their first transactions, and the processes are left
 // unordered (nil).
-func claimID(ctx context.Context, s *txn.Session, cfg *config, every time.Duration) *claimCheck {
+func claimID(ctx context.Context, s *txncore.Session, cfg *config, every time.Duration) *claimCheck {
 	cctx, cancel := context.WithTimeout(ctx, cfg.txnTimeout)
 	err := s.Claim(cctx)
 	cancel()

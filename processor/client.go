@@ -7,11 +7,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceflow/onceflow/txn"
+	"github.com/onceflow/onceflow/internal/txncore"
 )
 
 // txnClient is what the loop needs of its transactional session: a
-// txn.Session in production (sessionClient), a fake in the loop's
+// txncore.Session in production (sessionClient), a fake in the loop's
 // broker-free tests (fakeclient_internal_test.go).
 type txnClient interface {
 	// Poll fetches up to maxRecords; rebalances wait for AllowRebalance.
@@ -30,12 +30,12 @@ type txnClient interface {
 	Begin() (txnHandle, error)
 
 	// CheckFenced classifies errors seen outside a commit.
-	CheckFenced(ctx context.Context, op string, err error) *txn.Error
+	CheckFenced(ctx context.Context, op string, err error) *txncore.Error
 	// CheckReplaced judges UNRELEASED_INSTANCE_ID (KIP-848).
-	CheckReplaced(ctx context.Context, now time.Time, op string, err error, ours []string, w *txn.HolderWait) *txn.Error
+	CheckReplaced(ctx context.Context, now time.Time, op string, err error, ours []string, w *txncore.HolderWait) *txncore.Error
 }
 
-// txnHandle is one open transaction (a txn.Txn).
+// txnHandle is one open transaction (a txncore.Txn).
 type txnHandle interface {
 	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
 	// Flush waits until every produced record is acknowledged or failed.
@@ -45,11 +45,11 @@ type txnHandle interface {
 	Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommitRequest) error) (bool, error)
 	Abort(ctx context.Context) error
 	// FlushFailed classifies a failed Flush.
-	FlushFailed(ctx context.Context, err error) *txn.Error
+	FlushFailed(ctx context.Context, err error) *txncore.Error
 }
 
-// sessionClient is a txn.Session as the loop's client.
-type sessionClient struct{ *txn.Session }
+// sessionClient is a txncore.Session as the loop's client.
+type sessionClient struct{ *txncore.Session }
 
 func (c sessionClient) Begin() (txnHandle, error) {
 	t, err := c.Session.Begin()

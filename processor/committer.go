@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
-	"github.com/onceflow/onceflow/txn"
+	"github.com/onceflow/onceflow/internal/txncore"
 )
 
 // committer owns a lifetime's transactions in commit order: the open one
@@ -167,7 +167,7 @@ func (c *committer) end(ctx context.Context, t *transaction, rewrite func(*kmsg.
 				return endResult{err: err}
 			}
 		}
-		if e := c.s.CheckFenced(ctx, "produce", perr); e.Class != txn.ClassAbortable {
+		if e := c.s.CheckFenced(ctx, "produce", perr); e.Class != txncore.ClassAbortable {
 			return endResult{err: e}
 		}
 		return endResult{produceFailed: true}
@@ -185,9 +185,9 @@ func (c *committer) end(ctx context.Context, t *transaction, rewrite func(*kmsg.
 
 // flushFailed classifies an error of t's release or flush: a begin's
 // error is classified already; a flush that failed or timed out is
-// judged by the transaction (txn.Txn.FlushFailed).
+// judged by the transaction (txncore.Txn.FlushFailed).
 func (t *transaction) flushFailed(ctx context.Context, err error) error {
-	if t.h == nil || txn.ClassOf(err) != 0 {
+	if t.h == nil || txncore.ClassOf(err) != 0 {
 		return err
 	}
 	return t.h.FlushFailed(ctx, err)

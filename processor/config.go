@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow/dedupe"
+	"github.com/onceflow/onceflow/internal/txncore"
 	"github.com/onceflow/onceflow/statestore"
-	"github.com/onceflow/onceflow/txn"
 )
 
 // config is what the Opts set, defaulted (defaults) and checked at New
@@ -107,8 +107,8 @@ func (c *config) validate() error {
 		return invalid("WithCommitInterval: must be positive, got %v", c.commitInterval)
 	case c.txnTimeout < time.Second:
 		return invalid("WithTransactionTimeout: must be at least 1s, got %v", c.txnTimeout)
-	case c.pipeline < 1 || c.pipeline > txn.MaxPipeline:
-		return invalid("WithTransactionPipeline: want 1 to %d, got %d", txn.MaxPipeline, c.pipeline)
+	case c.pipeline < 1 || c.pipeline > txncore.MaxPipeline:
+		return invalid("WithTransactionPipeline: want 1 to %d, got %d", txncore.MaxPipeline, c.pipeline)
 	case c.minCommitInterval < 0 || c.minCommitInterval > c.commitInterval:
 		return invalid("WithMinCommitInterval: need 0 <= min <= WithCommitInterval (%v), got %v", c.commitInterval, c.minCommitInterval)
 	case c.commitInterval >= c.txnTimeout:

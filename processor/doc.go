@@ -106,7 +106,7 @@ package processor
 //	                                  group news, commit plans, their results, abort)
 //	partitions         partitions.go  the record path: intake, dispatch window, drain and
 //	                                  admission, stuck records, backpressure, revoke, rewind
-//	txnClient          client.go      what the loop needs of txn.Session; faked in tests
+//	txnClient          client.go      what the loop needs of txncore.Session; faked in tests
 //	committer          committer.go   the open transaction and the one ending, in order;
 //	                                  the offset commit's rewrite
 //	transaction        transaction.go one transaction: produce, promises, counts

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
-	"github.com/onceflow/onceflow/txn"
+	"github.com/onceflow/onceflow/internal/txncore"
 )
 
 var (
@@ -15,11 +15,11 @@ var (
 	// held the ID before this process started and kept it for longer than
 	// a dead member's session lasts (twice the group's
 	// consumer.session.timeout.ms; see WithGroupProtocol).
-	ErrFenced = txn.ErrFenced
+	ErrFenced = txncore.ErrFenced
 
 	// ErrGroupProtocolUnsupported is returned by Run when the brokers
 	// cannot run the protocol WithGroupProtocol asked for.
-	ErrGroupProtocolUnsupported = txn.ErrGroupProtocolUnsupported
+	ErrGroupProtocolUnsupported = txncore.ErrGroupProtocolUnsupported
 
 	// ErrBrokersUnreachable is wrapped by Run's error when no broker
 	// answered within WithStartTimeout; the error names each address with

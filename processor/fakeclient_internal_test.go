@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/onceflow/onceflow/txn"
+	"github.com/onceflow/onceflow/internal/txncore"
 )
 
 // fakeClient is the loop's client without a broker: Poll returns the
@@ -140,7 +140,7 @@ func (c *fakeClient) Begin() (txnHandle, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.open) >= c.pipeline {
-		return nil, txn.ErrPipelineFull
+		return nil, txncore.ErrPipelineFull
 	}
 	t := &fakeTxn{c: c}
 	c.open[t] = true
@@ -237,15 +237,15 @@ func (t *fakeTxn) Abort(context.Context) error {
 	return nil
 }
 
-func (t *fakeTxn) FlushFailed(_ context.Context, err error) *txn.Error {
-	return &txn.Error{Class: txn.ClassReset, Op: "flush", Err: err}
+func (t *fakeTxn) FlushFailed(_ context.Context, err error) *txncore.Error {
+	return &txncore.Error{Class: txncore.ClassReset, Op: "flush", Err: err}
 }
 
-func (c *fakeClient) CheckFenced(_ context.Context, op string, err error) *txn.Error {
-	return &txn.Error{Class: txn.ClassAbortable, Op: op, Err: err}
+func (c *fakeClient) CheckFenced(_ context.Context, op string, err error) *txncore.Error {
+	return &txncore.Error{Class: txncore.ClassAbortable, Op: op, Err: err}
 }
 
-func (c *fakeClient) CheckReplaced(context.Context, time.Time, string, error, []string, *txn.HolderWait) *txn.Error {
+func (c *fakeClient) CheckReplaced(context.Context, time.Time, string, error, []string, *txncore.HolderWait) *txncore.Error {
 	return nil
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
-	"github.com/onceflow/onceflow/txn"
+	"github.com/onceflow/onceflow/internal/txncore"
 )
 
 // groupEvents is what the client's group callbacks report to the loop.
@@ -24,7 +24,7 @@ type groupEvents struct {
 	wake func() // interrupts the loop's poll
 
 	// rebalanceWanted: a rebalance waits for the loop to commit (see
-	// txn.Session.Poll).
+	// txncore.Session.Poll).
 	rebalanceWanted atomic.Bool
 	members         *memberIDs // the member IDs partitions were assigned under (run.members)
 	// yield, under the consumer protocol, holds back franz-go's rejoin
@@ -123,7 +123,7 @@ func (g *groupEvents) onRevoked(_ context.Context, _ *kgo.Client, revoked map[st
 // was expelled (its session expired while the process was stopped or cut
 // off) or fenced. franz-go rejoins as soon as this returns, so under the
 // consumer protocol it first yields the instance ID to a newer process
-// that may be waiting for it (txn.YieldOnLost); the loop stops fenced if
+// that may be waiting for it (txncore.YieldOnLost); the loop stops fenced if
 // one takes it.
 func (g *groupEvents) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 	g.losses.Add(1)
@@ -162,7 +162,7 @@ func (c classicJoinGuard) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, 
 // protocol. A check that cannot reach the brokers (within 10s) is not an
 // answer: the client then retries as usual, and classicJoinGuard still
 // catches a fallback.
-func checkGroupProtocol(ctx context.Context, s *txn.Session, log *slog.Logger) error {
+func checkGroupProtocol(ctx context.Context, s *txncore.Session, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := s.CheckGroupProtocol(ctx)

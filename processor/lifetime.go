@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
-	"github.com/onceflow/onceflow/txn"
+	"github.com/onceflow/onceflow/internal/txncore"
 )
 
 type tp struct {
@@ -180,7 +180,7 @@ func (l *lifetime) poll(ctx context.Context) error {
 		switch {
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		case errors.Is(err, kgo.ErrClientClosed):
-			fatal = &txn.Error{Class: txn.ClassReset, Op: "poll", Err: err}
+			fatal = &txncore.Error{Class: txncore.ClassReset, Op: "poll", Err: err}
 		case errors.Is(err, kerr.FencedInstanceID):
 			fatal = l.s.CheckFenced(ctx, "poll", err)
 		case errors.Is(err, kerr.UnreleasedInstanceID):

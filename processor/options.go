@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow/dedupe"
+	"github.com/onceflow/onceflow/internal/txncore"
 	"github.com/onceflow/onceflow/statestore"
-	"github.com/onceflow/onceflow/txn"
 )
 
 // Handler handles one input record. Records it emits are produced in the
@@ -309,13 +309,13 @@ func WithLeaveOnStop() Opt { return opt(func(c *config) { c.leaveOnStop = true }
 
 // GroupProtocol is the consumer group protocol: the Java client's
 // group.protocol.
-type GroupProtocol = txn.GroupProtocol
+type GroupProtocol = txncore.GroupProtocol
 
 const (
 	// GroupProtocolClassic is the JoinGroup/SyncGroup protocol with
 	// franz-go's cooperative-sticky assignor. Every supported Kafka
 	// version.
-	GroupProtocolClassic = txn.GroupProtocolClassic
+	GroupProtocolClassic = txncore.GroupProtocolClassic
 	// GroupProtocolConsumer is KIP-848's protocol: the broker assigns
 	// partitions incrementally, and members that keep their partitions
 	// never stop for a rebalance. Needs Kafka 4.0+ with the consumer
@@ -333,18 +333,17 @@ const (
 	// the broker's session timeout before it gets partitions, and a
 	// returning zombie cannot take the ID back from a live member; one
 	// that was expelled waits up to 6s for a newer process to take the
-	// free ID before it rejoins or rebuilds its client
-	// (txn.YieldToSuccessor, txn.YieldOnLost). Among processes with one
+	// free ID before it rejoins or rebuilds its client. Among processes with one
 	// instance ID the newest still wins, as under classic: each client
 	// initializes its transactional producer before it joins, and the
-	// transaction coordinator's epoch orders these claims (txn/claim.go),
+	// transaction coordinator's epoch orders these claims (internal/txncore/claim.go),
 	// so an older holder yields to a newer process waiting for the ID at
 	// its next commit, as it joins or rejoins, or within 5s while it runs
 	// no transaction. A rebuild first waits for its own earlier member to
 	// leave the group. Works with franz-go as published: the offset commit
 	// goes through the transaction without franz-go's
 	// GroupTransactSession, whose End hung under this protocol.
-	GroupProtocolConsumer = txn.GroupProtocolConsumer
+	GroupProtocolConsumer = txncore.GroupProtocolConsumer
 )
 
 // WithGroupProtocol sets the consumer group protocol: the Java client's

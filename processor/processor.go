@@ -10,7 +10,7 @@ import (
 
 	"github.com/onceflow/onceflow/dedupe"
 	"github.com/onceflow/onceflow/internal/durations"
-	"github.com/onceflow/onceflow/txn"
+	"github.com/onceflow/onceflow/internal/txncore"
 )
 
 // Processor consumes input topics read_committed, runs a handler per
@@ -25,7 +25,7 @@ type Processor struct {
 	// incarnation is Run's start time (Unix ns, wall clock: it is compared
 	// with other processes', which an injected clock would not allow), kept
 	// across client rebuilds so that a zombie keeps its old one: see
-	// txn.Options.Incarnation.
+	// txncore.Options.Incarnation.
 	incarnation int64
 
 	stats      counters
@@ -132,7 +132,7 @@ func (p *Processor) process(ctx context.Context) error {
 		err := r.runLifetime(ctx)
 		// An abortable error that reached here (a begin refused, say)
 		// left nothing committed either: rebuild rather than stop.
-		if c := txn.ClassOf(err); c == txn.ClassReset || c == txn.ClassOutcomeUnknown || c == txn.ClassAbortable {
+		if c := txncore.ClassOf(err); c == txncore.ClassReset || c == txncore.ClassOutcomeUnknown || c == txncore.ClassAbortable {
 			log.Warn("transactional client unusable; rebuilding it and resuming from the committed offsets", "err", err)
 			err = r.yieldToSuccessor(ctx) // nil: rebuild
 		} else if err == nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/dedupe"
+	"github.com/onceflow/onceflow/internal/txncore"
 	"github.com/onceflow/onceflow/statestore"
-	"github.com/onceflow/onceflow/txn"
 )
 
 // run is the state of one Run call that outlives its transactional
@@ -28,14 +28,14 @@ type run struct {
 	gen   atomic.Uint64 // source of partition generations
 	// members are the group member IDs this Run's clients held the
 	// instance ID under: recorded as partitions are assigned and when a
-	// client that joined closes; see txn.Session.CheckReplaced.
+	// client that joined closes; see txncore.Session.CheckReplaced.
 	members memberIDs
 	// lost is the grace a lost member's yield began, for the rebuild
 	// that may follow it (yield.go).
 	lost lostGrace
 	// waitedFor is the member holding the instance ID that this Run, never
-	// a holder, waits for (the loop's; see txn.Session.CheckReplaced).
-	waitedFor txn.HolderWait
+	// a holder, waits for (the loop's; see txncore.Session.CheckReplaced).
+	waitedFor txncore.HolderWait
 
 	// counted is, per input partition, the offset after the last record
 	// counted in Stats.Consumed: the loop's, across its lifetimes.
@@ -107,7 +107,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 	if cfg.groupProtocol == GroupProtocolConsumer {
 		consumerOpts = append(consumerOpts, kgo.WithHooks(classicJoinGuard{l.group}))
 	}
-	s, err := txn.NewSession(txn.Options{
+	s, err := txncore.NewSession(txncore.Options{
 		Brokers:            cfg.brokers,
 		Group:              cfg.group,
 		InstanceID:         cfg.instanceID,
@@ -173,7 +173,7 @@ const leaveTimeout = 5 * time.Second
 // closeAndLeave closes the lifetime's session after a clean stop and
 // leaves the group, so that the other members get its partitions now
 // (WithLeaveOnStop).
-func closeAndLeave(s *txn.Session, log *slog.Logger) {
+func closeAndLeave(s *txncore.Session, log *slog.Logger) {
 	member, epoch := s.Client().GroupMetadata()
 	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	defer cancel()

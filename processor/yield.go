@@ -8,17 +8,17 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/onceflow/onceflow/txn"
+	"github.com/onceflow/onceflow/internal/txncore"
 )
 
 // yieldToSuccessor runs before a rebuild: under the consumer protocol a
 // process whose member expired waits for a newer process to take the
-// instance ID (see txn.YieldToSuccessor); an error matching ErrFenced if
+// instance ID (see txncore.YieldToSuccessor); an error matching ErrFenced if
 // one does. When the lifetime ended while its lost member's yield was
 // still waiting, the rebuild gives only what is left of that grace.
 func (r *run) yieldToSuccessor(ctx context.Context) error {
-	grace := r.lost.left(r.cfg.clock.Now(), txn.SuccessorGrace)
-	if e := txn.YieldToSuccessor(ctx, r.yieldOptions(), r.members.list(), grace, r.cfg.clock.After); e != nil {
+	grace := r.lost.left(r.cfg.clock.Now(), txncore.SuccessorGrace)
+	if e := txncore.YieldToSuccessor(ctx, r.yieldOptions(), r.members.list(), grace, r.cfg.clock.After); e != nil {
 		return e
 	}
 	return nil
@@ -39,7 +39,7 @@ func (r *run) yieldOnLost(lifeCtx, cbCtx context.Context, cl *kgo.Client) error 
 		r.members.add(member)
 	}
 	r.lost.begin(r.cfg.clock.Now())
-	e := txn.YieldOnLost(ctx, cl, r.yieldOptions(), r.members.list(), txn.SuccessorGrace, r.cfg.clock.After)
+	e := txncore.YieldOnLost(ctx, cl, r.yieldOptions(), r.members.list(), txncore.SuccessorGrace, r.cfg.clock.After)
 	if ctx.Err() == nil {
 		// Over by itself: franz-go rejoins now, and the member that
 		// joins holds the ID, so a later rebuild owes a whole grace.
@@ -51,8 +51,8 @@ func (r *run) yieldOnLost(lifeCtx, cbCtx context.Context, cl *kgo.Client) error 
 	return nil
 }
 
-func (r *run) yieldOptions() txn.Options {
-	return txn.Options{
+func (r *run) yieldOptions() txncore.Options {
+	return txncore.Options{
 		Brokers: r.cfg.brokers, Group: r.cfg.group, InstanceID: r.cfg.instanceID,
 		GroupProtocol: r.cfg.groupProtocol, ClientOpts: r.cfg.clientOpts(),
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
-	"github.com/onceflow/onceflow/txn"
+	"github.com/onceflow/onceflow/internal/txncore"
 )
 
 // TestLostYieldEndsWithLifetime: a process woke from a pause after the
@@ -59,9 +59,9 @@ func TestLostYieldEndsWithLifetime(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("the lost member's yield outlived its lifetime")
 		}
-		require.Equal(t, txn.SuccessorGrace-2*time.Second, r.lost.left(clock.Now(), txn.SuccessorGrace),
+		require.Equal(t, txncore.SuccessorGrace-2*time.Second, r.lost.left(clock.Now(), txncore.SuccessorGrace),
 			"the rebuild gives the rest of the grace")
-		require.Equal(t, txn.SuccessorGrace, r.lost.left(clock.Now(), txn.SuccessorGrace),
+		require.Equal(t, txncore.SuccessorGrace, r.lost.left(clock.Now(), txncore.SuccessorGrace),
 			"a second rebuild owes a whole grace")
 	})
 	t.Run("the grace runs its course", func(t *testing.T) {
@@ -69,9 +69,9 @@ func TestLostYieldEndsWithLifetime(t *testing.T) {
 		l := r.newLifetime(context.Background())
 		from := clock.Now()
 		require.NoError(t, l.group.yield(context.Background(), cl))
-		require.GreaterOrEqual(t, clock.Now().Sub(from), txn.SuccessorGrace, "the yield did not wait its grace")
+		require.GreaterOrEqual(t, clock.Now().Sub(from), txncore.SuccessorGrace, "the yield did not wait its grace")
 		l.endYield()
-		require.Equal(t, txn.SuccessorGrace, r.lost.left(clock.Now(), txn.SuccessorGrace))
+		require.Equal(t, txncore.SuccessorGrace, r.lost.left(clock.Now(), txncore.SuccessorGrace))
 	})
 }
 

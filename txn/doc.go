@@ -22,18 +22,22 @@
 // stable instance ID (see ID; the ring's other producers add "#k", see
 // RingID), and the same instance ID is the static group member ID
 // (group.instance.id). A restarted instance therefore reclaims its
-// partitions without a rebalance, and its InitProducerIDs (Claim
+// partitions without a rebalance, and its InitProducerIDs (Session.Claim
 // initializes every producer of the ring, and fences the ring IDs above
 // its size) bump the epochs, which aborts the predecessor's open
 // transactions at once and fences the predecessor if it is still alive (a
-// zombie). Options.Incarnation lets
-// a process tell a newer holder of its instance ID from an older one that
-// came back. Under the consumer protocol, where a process may wait for its
-// instance ID, Claim and CheckClaim order such processes by their
-// InitProducerIDs instead (claim.go). Close keeps the static membership
-// for such a restart; CloseAndLeave, for a stop after which the instance
-// does not come back (a scale-down), leaves the group, so that the other
-// members take its partitions at once.
+// zombie). Options.Incarnation lets a process tell a newer holder of its
+// instance ID from an older one that came back. Close keeps the static
+// membership for such a restart; CloseAndLeave, for a stop after which
+// the instance does not come back (a scale-down), leaves the group, so
+// that the other members take its partitions at once.
+//
+// Under the consumer protocol (KIP-848) a restarted process may have to
+// wait for its own instance ID, and a paused one may come back to find it
+// taken. Package processor orders such processes (claims checked against
+// the transaction coordinator, an expired member yielding to a newer
+// one); a Session alone does not, and its loop must not run two processes
+// with one instance ID at once.
 //
 // # Errors
 //

@@ -2,140 +2,11 @@ package txn
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflow/onceflow/internal/txncore"
 )
-
-// ID returns the transactional ID of an application instance:
-// "<app>/<instanceID>". It is stable across restarts, so a restarted
-// instance fences its predecessor. Grant it in the brokers' ACLs
-// (TransactionalId resource) when they are enabled.
-func ID(app, instanceID string) string { return app + "/" + instanceID }
-
-// Options describes a transactional group session. Brokers, Group,
-// InstanceID and Topics are required; zero durations take the defaults
-// given on each field (the processor's defaults, see package processor).
-type Options struct {
-	// Brokers are the seed brokers: bootstrap.servers.
-	Brokers []string
-	// Group is the application: the consumer group (group.id) and the
-	// prefix of the transactional ID (see ID).
-	Group string
-	// InstanceID is stable per instance (a pod name, say) and unique
-	// among live instances: the static member ID (group.instance.id) and,
-	// with Group, the transactional ID.
-	InstanceID string
-	// Topics are the input topics, consumed read_committed.
-	Topics []string
-
-	// TransactionTimeout is transaction.timeout.ms. Default 10s, as
-	// Kafka Streams sets it under exactly-once.
-	TransactionTimeout time.Duration
-	// SessionTimeout is the group's session.timeout.ms. Default 45s.
-	SessionTimeout time.Duration
-	// RebalanceTimeout is the group rebalance timeout, the role of the
-	// Java client's max.poll.interval.ms. Default 60s.
-	RebalanceTimeout time.Duration
-
-	// GroupProtocol is the group protocol: GroupProtocolClassic (the
-	// default, "") or GroupProtocolConsumer (KIP-848). Under the consumer
-	// protocol the broker sets the session timeout and heartbeat interval
-	// (group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms,
-	// or the group's consumer.session.timeout.ms): SessionTimeout is not
-	// sent, and Incarnation is not needed.
-	GroupProtocol GroupProtocol
-
-	// Incarnation identifies this process among processes with the same
-	// instance ID: its start time (time.Now().UnixNano() once, at
-	// start-up), the same for every Session the process builds. The
-	// JoinGroup metadata carries it unless ClientOpts set kgo.Balancers,
-	// so that a process can tell a newer holder of its instance ID (it
-	// was replaced: ClassFenced) from an older one that came back after
-	// this process was expelled (not fenced: rebuild and rejoin). 0:
-	// unknown, any other member with our instance ID counts as newer.
-	Incarnation int64
-
-	// Pipeline is how many transactional producers the Session runs:
-	// while one transaction ends (its offset commit, EndTxn and the
-	// markers) the next fills on the next producer. 1 to 8; default 1.
-	// Producer k > 0 has the transactional ID ID(Group, InstanceID)+"#k"
-	// (see RingID).
-	Pipeline int
-
-	// ClientOpts go to every client the Session opens, after its own:
-	// TLS, SASL, logging, hooks. They may override the options the
-	// session sets; the consumer group, transactional IDs and isolation
-	// level must stay as they are. Group callbacks go in OnRevoked and
-	// OnLost, not here.
-	ClientOpts []kgo.Opt
-	// ConsumerOpts go to the group member's client only, after
-	// ClientOpts (fetch sizes, kgo.OnOffsetsFetched, hooks).
-	ConsumerOpts []kgo.Opt
-	// ProducerOpts go to the ring's producers only, after ClientOpts
-	// (partitioners, linger, batch sizes).
-	ProducerOpts []kgo.Opt
-	// OnRevoked and OnLost are the group member's callbacks
-	// (kgo.OnPartitionsRevoked, kgo.OnPartitionsLost), called after the
-	// Session forgot where a rewind takes the partitions given up (see
-	// AllowRebalance for what an open transaction must do). Without
-	// OnLost, losses go to OnRevoked.
-	OnRevoked, OnLost func(context.Context, *kgo.Client, map[string][]int32)
-}
-
-// Defaults of Options' durations.
-const (
-	defaultTransactionTimeout = 10 * time.Second
-	defaultSessionTimeout     = 45 * time.Second
-	defaultRebalanceTimeout   = 60 * time.Second
-)
-
-// EnsureDefaults fills in zero fields with their defaults and returns o.
-func (o *Options) EnsureDefaults() *Options {
-	if o.TransactionTimeout == 0 {
-		o.TransactionTimeout = defaultTransactionTimeout
-	}
-	if o.SessionTimeout == 0 {
-		o.SessionTimeout = defaultSessionTimeout
-	}
-	if o.RebalanceTimeout == 0 {
-		o.RebalanceTimeout = defaultRebalanceTimeout
-	}
-	if o.Pipeline == 0 {
-		o.Pipeline = 1
-	}
-	return o
-}
-
-// Validate reports whether NewSession accepts o, with an error matching
-// ErrInvalidOptions (and no Class) if it does not. Zero fields count as
-// their defaults; o is not changed.
-func (o *Options) Validate() error {
-	c := *o
-	c.EnsureDefaults()
-	switch {
-	case len(c.Brokers) == 0:
-		return fmt.Errorf("%w: Brokers: at least one seed broker is required", ErrInvalidOptions)
-	case c.Group == "":
-		return fmt.Errorf("%w: Group is required", ErrInvalidOptions)
-	case c.InstanceID == "":
-		return fmt.Errorf("%w: InstanceID is required", ErrInvalidOptions)
-	case len(c.Topics) == 0:
-		return fmt.Errorf("%w: Topics: at least one input topic is required", ErrInvalidOptions)
-	case c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.RebalanceTimeout < 0:
-		return fmt.Errorf("%w: timeouts must not be negative", ErrInvalidOptions)
-	case c.Pipeline < 0 || c.Pipeline > MaxPipeline:
-		return fmt.Errorf("%w: Pipeline %d: want 1 to %d", ErrInvalidOptions, c.Pipeline, MaxPipeline)
-	case !c.GroupProtocol.valid():
-		return fmt.Errorf("%w: GroupProtocol %q: want %q or %q", ErrInvalidOptions, c.GroupProtocol, GroupProtocolClassic, GroupProtocolConsumer)
-	}
-	return nil
-}
 
 // Session is one transactional client lifetime: a group member that
 // consumes read_committed (static membership, rebalances blocked while the
@@ -147,98 +18,35 @@ func (o *Options) Validate() error {
 // replaced by a new Session with the same Options. Poll, AllowRebalance and
 // Begin are called from one goroutine; a Txn may be produced to and ended
 // from another.
-type Session struct {
-	cfg     Options
-	cl      *kgo.Client // the group member
-	ring    []*producer
-	next    int  // the ring index the next Begin takes
-	claimed bool // see Claim
-	// joined is done once the client consumes its topics, which makes
-	// franz-go join the group. Under the consumer protocol that waits for
-	// Claim or the first Poll (see join).
-	joined sync.Once
-
-	offsets offsetClients // sends offset commits (offsets.go)
-
-	mu  sync.Mutex
-	pos positions // where a rewind goes (offsets.go)
-}
+type Session struct{ s *txncore.Session }
 
 // NewSession builds the clients. Under the classic protocol the member
 // joins the group as soon as it has the topics' metadata; under the
 // consumer protocol at Claim or the first Poll, whichever comes first. An
 // invalid cfg fails with an error matching ErrInvalidOptions.
 func NewSession(cfg Options) (*Session, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	cfg.EnsureDefaults()
-	s := &Session{cfg: cfg}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ConsumerGroup(cfg.Group),
-		kgo.InstanceID(cfg.InstanceID),
-		kgo.SessionTimeout(cfg.SessionTimeout),
-		// The Java default is 3s against a 45s session; keep the same
-		// ratio for short sessions, or members expire between heartbeats.
-		kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/3)),
-		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.DisableAutoCommit(),
-		// Rebalances wait until the loop has committed: see Poll.
-		kgo.BlockRebalanceOnPoll(),
-		// The Java client's fetch.max.wait.ms (default 500ms). A partition
-		// resumed after backpressure waits at most this for a fetch already
-		// in flight to its broker, which does not name it: when the
-		// broker's other partitions have nothing new (at the end of a
-		// backlog, or beside a hot partition), the broker holds that fetch
-		// for all of it. At 500ms such waits took up to 0.5s of a 2.5s
-		// embedded 1M-record run; 100ms costs an idle consumer ten empty
-		// fetches a second per broker.
-		kgo.FetchMaxWait(100 * time.Millisecond),
-	}
-	opts = append(opts, cfg.groupOpts()...)
-	if cfg.GroupProtocol != GroupProtocolConsumer {
-		opts = append(opts, kgo.ConsumeTopics(cfg.Topics...))
-	}
-	opts = append(opts, cfg.ClientOpts...)
-	opts = append(opts, cfg.ConsumerOpts...)
-	// Last, so that they win: the Session's own bookkeeping runs before
-	// the caller's callbacks.
-	opts = append(opts, kgo.OnPartitionsRevoked(s.onRevoked), kgo.OnPartitionsLost(s.onLost))
-	cl, err := kgo.NewClient(opts...)
+	s, err := txncore.NewSession(txncore.Options(cfg))
 	if err != nil {
-		return nil, fmt.Errorf("txn: building the consumer: %w", err)
-	}
-	s.cl = cl
-	if err := s.buildRing(); err != nil {
-		cl.Close()
 		return nil, err
 	}
-	s.offsets.cfg = &s.cfg
-	return s, nil
+	return &Session{s}, nil
 }
 
-// join gives a consumer-protocol client its topics, and so its group
-// membership. franz-go joins as soon as the client's metadata names the
-// topics, before any poll; a client built with them would hold the
-// instance ID while Claim waits for an unreachable transaction
-// coordinator, and, with rebalances blocked until the first poll, stop
-// heartbeating until the group expelled it (a KIP-848 cluster soak,
-// w90#176: a replacement expelled that way lost the ID to the zombie it
-// replaced).
-func (s *Session) join() {
-	s.joined.Do(func() {
-		if s.cfg.GroupProtocol == GroupProtocolConsumer {
-			s.cl.AddConsumeTopics(s.cfg.Topics...)
-		}
-	})
-}
+// Claim initializes every producer of the ring (InitProducerID) and fences
+// the ring IDs above the ring's size up to MaxPipeline, which a
+// predecessor with a larger ring may have left with open transactions:
+// the predecessor's open transactions abort at once, and a predecessor
+// still alive (a zombie) is fenced. Call it once, before the first Poll.
+// Without it each producer initializes at its first transaction, and a
+// predecessor's transactions on ring IDs this Session does not use wait
+// for the transaction timeout. An error leaves the producers to
+// initialize at their first transactions.
+func (s *Session) Claim(ctx context.Context) error { return s.s.Claim(ctx) }
 
 // Client is the group member's client, for pausing and resuming
 // partitions, admin requests and metadata. It produces nothing: records go
 // through a Txn. Do not use it to commit offsets.
-func (s *Session) Client() *kgo.Client { return s.cl }
+func (s *Session) Client() *kgo.Client { return s.s.Client() }
 
 // Poll fetches up to maxRecords records (maxRecords <= 0: any number),
 // waiting until some arrive or ctx is done. Rebalances are blocked from
@@ -247,12 +55,7 @@ func (s *Session) Client() *kgo.Client { return s.cl }
 // Poll, once the records it returned are committed or aborted. A fatal
 // fetch error (see kgo.Fetches.EachError) goes through CheckFenced.
 func (s *Session) Poll(ctx context.Context, maxRecords int) kgo.Fetches {
-	s.join()
-	fs := s.cl.PollRecords(ctx, maxRecords)
-	s.mu.Lock()
-	s.pos.polled(fs)
-	s.mu.Unlock()
-	return fs
+	return s.s.Poll(ctx, maxRecords)
 }
 
 // AllowRebalance lets a pending rebalance run; call it after a commit or
@@ -261,65 +64,23 @@ func (s *Session) Poll(ctx context.Context, maxRecords int) kgo.Fetches {
 // (its offsets would not go with it): abort it, or commit only what the
 // member still owns. A member that is no longer current cannot commit at
 // all (KIP-447).
-func (s *Session) AllowRebalance() { s.cl.AllowRebalance() }
+func (s *Session) AllowRebalance() { s.s.AllowRebalance() }
 
 // Pipeline is the number of producers in the ring: how many transactions
 // can be open at once (one filling while others end).
-func (s *Session) Pipeline() int { return len(s.ring) }
+func (s *Session) Pipeline() int { return s.s.Pipeline() }
 
-// onRevoked and onLost forget where a rewind takes the partitions the
-// member gave up, then pass the news on.
-func (s *Session) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
-	s.lose(revoked)
-	if s.cfg.OnRevoked != nil {
-		s.cfg.OnRevoked(ctx, cl, revoked)
+// Begin opens a transaction on the ring's next producer. With a ring of
+// n, up to n transactions may be open at once; end them in the order
+// they began, each after the one before it committed (see Txn.Commit).
+// It returns ErrPipelineFull when that producer is still ending an
+// earlier transaction.
+func (s *Session) Begin() (*Txn, error) {
+	t, err := s.s.Begin()
+	if err != nil {
+		return nil, err
 	}
-}
-
-func (s *Session) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
-	s.lose(lost)
-	switch {
-	case s.cfg.OnLost != nil:
-		s.cfg.OnLost(ctx, cl, lost)
-	case s.cfg.OnRevoked != nil:
-		s.cfg.OnRevoked(ctx, cl, lost)
-	}
-}
-
-func (s *Session) lose(parts map[string][]int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pos.forget(parts)
-}
-
-// FlushFailed classifies the error of a caller's own flush of a
-// transaction's records (Txn.Flush, with a deadline of the caller's
-// choosing, before Commit; nothing was committed): ClassFenced if it timed
-// out or was fenced while a newer process holds our instance ID, else
-// ClassReset. Commit flushes too: callers that do not flush first do not
-// need it.
-func (t *Txn) FlushFailed(ctx context.Context, err error) *Error {
-	if t.s.endFenced(ctx, t.member, err) {
-		return &Error{ClassFenced, "flush", err}
-	}
-	return &Error{ClassReset, "flush", err}
-}
-
-// endFenced judges an End error. Besides fencing errors it asks the group
-// after a timeout: a zombie (stopped past its session while a newer
-// process took its instance ID) wakes with End waiting for a heartbeat
-// that its blocked group loop never sends, so its End times out instead of
-// failing with FENCED_INSTANCE_ID. Rebuilding would then rejoin under the
-// instance ID and fence the newer process in turn (seen in the soak on
-// Kafka 4.2.0: the replacement exited fenced, the zombie ran on).
-func (s *Session) endFenced(ctx context.Context, member string, err error) bool {
-	if errors.Is(err, kerr.FencedInstanceID) {
-		return s.otherHolder(ctx, member) != holderOlder
-	}
-	if !isFencing(err) && !errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	return s.otherHolder(ctx, member) == holderNewer
+	return &Txn{t}, nil
 }
 
 // CheckFenced turns an error seen outside Commit (a failed produce, a
@@ -327,228 +88,34 @@ func (s *Session) endFenced(ctx context.Context, member string, err error) bool 
 // Error.Op. ClassAbortable: Abort and go on with this Session; other
 // classes as on Error.
 func (s *Session) CheckFenced(ctx context.Context, op string, err error) *Error {
-	if s.fencedByNewer(ctx, err) {
-		return &Error{ClassFenced, op, err}
-	}
-	return classifyProduceErr(op, err)
+	return s.s.CheckFenced(ctx, op, err)
 }
 
-// fencedByNewer tells a newer holder of our identity (stop) from other
-// fencing (timeouts, rebalance races: rebuild and go on). The group is the
-// judge: a static member with our instance ID but another member ID has
-// replaced us, unless its incarnation is older than ours.
-func (s *Session) fencedByNewer(ctx context.Context, err error) bool {
-	if !isFencing(err) {
-		return false // FENCED_INSTANCE_ID is fencing
-	}
-	ourMember, _ := s.cl.GroupMetadata()
-	return s.endFenced(ctx, ourMember, err)
-}
+// Rewind moves the member's consumption back to the last committed
+// offsets, after an abort: the records since are fetched again. Call it
+// from the goroutine that polls, between polls: what a poll returns
+// afterwards comes from the rewound positions.
+func (s *Session) Rewind() { s.s.Rewind() }
 
-// holder is what the group says about who holds our instance ID.
-type holder int
-
-const (
-	holderUnknown holder = iota // nobody else, or the group could not be asked
-	holderNewer                 // another member ID, not known to be older: we were replaced
-	holderOlder                 // an older process that rejoined after we were expelled
-)
-
-// otherHolder asks the group who holds our instance ID. A holder with an
-// older incarnation than ours is a zombie that came back while we were
-// expelled (finding 8): we rejoin, static membership replaces its member,
-// and its next commit or heartbeat finds it fenced. Any other holder under
-// a member ID other than ourMember (known, non-empty) is newer. Kafka
-// reports member metadata, and so incarnations, only while the group is
-// Stable: during a rebalance the group is asked again until it settles,
-// for up to 10 s, after which an unreadable holder counts as newer.
-func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if s.cfg.GroupProtocol == GroupProtocolConsumer {
-		return s.otherHolder848(ctx, ourMember)
-	}
-	// Raw DescribeGroups: kadm parses the metadata and drops the trailer.
-	req := kmsg.NewPtrDescribeGroupsRequest()
-	req.Groups = []string{s.cfg.Group}
-	for {
-		resp, err := req.RequestWith(ctx, s.cl)
-		if err != nil {
-			return holderUnknown
-		}
-		h, settled := s.judgeHolder(resp, ourMember)
-		if settled {
-			return h
-		}
-		select {
-		case <-ctx.Done():
-			return h
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// judgeHolder reads otherHolder's answer from a DescribeGroups response.
-// It is not settled when another member holds our instance ID but the
-// group, rebalancing, does not report that member's metadata.
-func (s *Session) judgeHolder(resp *kmsg.DescribeGroupsResponse, ourMember string) (h holder, settled bool) {
-	for _, g := range resp.Groups {
-		if g.ErrorCode != 0 {
-			continue
-		}
-		for _, m := range g.Members {
-			if m.InstanceID == nil || *m.InstanceID != s.cfg.InstanceID {
-				continue
-			}
-			switch {
-			case !holderIsNewer(s.cfg.Incarnation, m.ProtocolMetadata):
-				return holderOlder, true
-			case ourMember != "" && m.MemberID != ourMember:
-				return holderNewer, g.State == "Stable" || len(m.ProtocolMetadata) > 0
-			}
-		}
-	}
-	return holderUnknown, true
-}
-
-// leaveStatic848 sends, under the consumer protocol, the static member's
-// temporary leave that Kafka accepts. franz-go v1.22's own (member epoch
-// -2, a temporary leave) leaves the instance ID out, which Kafka refuses
-// (INVALID_REQUEST), and the member then held the ID until its session
-// expired, keeping a replacement waiting (TestStaticLeave848). Sent after
-// the member's client closed, so that no heartbeat of its rejoins; an
-// error (the member already left, the brokers are gone) changes nothing.
-func (s *Session) leaveStatic848(member string, epoch int32) {
-	if s.cfg.GroupProtocol != GroupProtocolConsumer || member == "" || epoch <= 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	req.Group, req.MemberID, req.MemberEpoch, req.InstanceID = s.cfg.Group, member, leftStaticEpoch, &s.cfg.InstanceID
-	_, _ = req.RequestWith(ctx, s.ring[0].cl)
-}
-
-// leftEpoch is the member epoch of a KIP-848 member's permanent leave
-// (Kafka's LEAVE_GROUP_MEMBER_EPOCH).
-const leftEpoch = -1
-
-// leave removes the closed member from the group for good, naming its
-// member and instance ID, so that the group hands its partitions to the
-// other members now. Under the classic protocol a LeaveGroup (v3+,
-// KIP-345's batch form), as Kafka Streams' close with
-// CloseOptions.leaveGroup(true) (KIP-812) and the Java consumer's close
-// with GroupMembershipOperation.LEAVE_GROUP (KIP-1092) send it; under the
-// consumer protocol a ConsumerGroupHeartbeat at member epoch -1, which
-// Kafka takes from a static member too (its -2 only parks the member). The
-// member ID must be the holder's: Kafka answers FENCED_INSTANCE_ID, and
-// removes nobody, when a newer process holds the instance ID. A member the
-// group no longer knows (it expired, or franz-go left already) has left.
-func (s *Session) leave(ctx context.Context, member string, epoch int32) error {
-	if member == "" || (s.cfg.GroupProtocol == GroupProtocolConsumer && epoch <= 0) {
-		return nil // never joined, or lost its membership: nothing to leave
-	}
-	cl := s.ring[0].cl
-	var err error
-	if s.cfg.GroupProtocol == GroupProtocolConsumer {
-		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-		req.Group, req.MemberID, req.MemberEpoch, req.InstanceID = s.cfg.Group, member, leftEpoch, &s.cfg.InstanceID
-		var resp *kmsg.ConsumerGroupHeartbeatResponse
-		if resp, err = req.RequestWith(ctx, cl); err == nil {
-			err = errorWithMessage(resp.ErrorCode, resp.ErrorMessage)
-		}
-	} else {
-		req := kmsg.NewPtrLeaveGroupRequest()
-		req.Group = s.cfg.Group
-		req.MemberID = member // what versions before 3 send, without the instance ID
-		m := kmsg.NewLeaveGroupRequestMember()
-		m.MemberID, m.InstanceID = member, &s.cfg.InstanceID
-		m.Reason = kmsg.StringPtr("onceflow: leaving the group on a clean stop (scale-down)")
-		req.Members = append(req.Members, m)
-		var resp *kmsg.LeaveGroupResponse
-		if resp, err = req.RequestWith(ctx, cl); err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-			for _, m := range resp.Members {
-				if err == nil {
-					err = kerr.ErrorForCode(m.ErrorCode)
-				}
-			}
-		}
-	}
-	if errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.GroupIDNotFound) {
-		return nil // gone already
-	}
-	if err != nil {
-		return fmt.Errorf("txn: leaving group %s as member %s (instance %s): %w", s.cfg.Group, member, s.cfg.InstanceID, err)
-	}
-	return nil
-}
-
-// errorWithMessage is kerr.ErrorForCode with the broker's message, if any.
-func errorWithMessage(code int16, msg *string) error {
-	err := kerr.ErrorForCode(code)
-	if err != nil && msg != nil && *msg != "" {
-		err = fmt.Errorf("%w: %s", err, *msg)
-	}
-	return err
-}
+// RewindPartitions is Rewind for some partitions only (nil: all).
+func (s *Session) RewindPartitions(only map[string][]int32) { s.s.RewindPartitions(only) }
 
 // Close closes the clients. A static member does not leave the group on
 // close: a restart with the same instance ID reclaims its partitions
-// without a rebalance (under the consumer protocol the member leaves at
-// epoch -2, which parks its partitions for such a restart until its
-// session ends). For a stop after which the instance does not come back,
-// use CloseAndLeave. Transactions still open (not being ended: end them
-// first) are aborted, so that they do not hold their partitions' last
-// stable offset until the transaction timeout; if the brokers cannot be
-// reached, the next InitProducerID of their transactional IDs (a new
-// Session's Claim) or the coordinator's timeout aborts them.
-func (s *Session) Close() { _ = s.close(nil) }
+// without a rebalance. For a stop after which the instance does not come
+// back, use CloseAndLeave. Transactions still open (not being ended: end
+// them first) are aborted, so that they do not hold their partitions'
+// last stable offset until the transaction timeout; if the brokers cannot
+// be reached, the next Session's Claim or the coordinator's timeout
+// aborts them.
+func (s *Session) Close() { s.s.Close() }
 
 // CloseAndLeave is Close for a stop after which this instance does not
-// come back (a scale-down): after the group member's client closed and the
-// open transactions were aborted, the member leaves the group for good,
-// naming its instance ID, so that the group hands its partitions to the
-// other members at once instead of keeping them for a restart until the
-// session timeout. Call it only once the last transaction has committed
-// (their next owners resume from the committed offsets), and never on the
-// way to a new Session after an error: a process that rebuilds keeps its
-// instance ID. ctx bounds the leave; its error (the brokers could not be
-// reached, or a newer process holds the instance ID: FENCED_INSTANCE_ID)
-// says the partitions wait for the session timeout after all. A member
-// that never joined, or that the group already dropped, has nothing to
-// leave: nil.
-func (s *Session) CloseAndLeave(ctx context.Context) error {
-	return s.close(ctx)
-}
-
-// close is Close, with a permanent leave if leaveCtx is not nil.
-func (s *Session) close(leaveCtx context.Context) error {
-	s.cl.CloseAllowingRebalance()
-	// Read after the close: the member the client last held.
-	member, epoch := s.cl.GroupMetadata()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	for _, p := range s.ring {
-		s.mu.Lock()
-		open := p.busy
-		s.mu.Unlock()
-		if open && p.cl.AbortBufferedRecords(ctx) == nil {
-			_ = p.cl.EndTransaction(ctx, kgo.TryAbort)
-		}
-	}
-	// After the aborts: a transaction left open would hold the offsets
-	// it commits unstable, and the next owner's offset fetch waits for
-	// them.
-	var err error
-	if leaveCtx != nil {
-		err = s.leave(leaveCtx, member, epoch)
-	} else {
-		s.leaveStatic848(member, epoch)
-	}
-	for _, p := range s.ring {
-		p.cl.Close()
-	}
-	s.offsets.close()
-	return err
-}
+// come back (a scale-down): after the member's client closed and the open
+// transactions were aborted, the member leaves the group for good, so
+// that the group hands its partitions to the other members at once
+// instead of keeping them for a restart until the session timeout. Call it
+// only once the last transaction has committed, and never on the way to a
+// new Session after an error. ctx bounds the leave; its error says the
+// partitions wait for the session timeout after all.
+func (s *Session) CloseAndLeave(ctx context.Context) error { return s.s.CloseAndLeave(ctx) }
