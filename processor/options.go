@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow/dedupe"
-	"github.com/onceflow/onceflow/internal/txncore"
 	"github.com/onceflow/onceflow/statestore"
+	"github.com/onceflow/onceflow/txn"
 )
 
 // Handler handles one input record. Records it emits are produced in the
@@ -309,13 +309,13 @@ func WithLeaveOnStop() Opt { return opt(func(c *config) { c.leaveOnStop = true }
 
 // GroupProtocol is the consumer group protocol: the Java client's
 // group.protocol.
-type GroupProtocol = txncore.GroupProtocol
+type GroupProtocol = txn.GroupProtocol
 
 const (
 	// GroupProtocolClassic is the JoinGroup/SyncGroup protocol with
 	// franz-go's cooperative-sticky assignor. Every supported Kafka
 	// version.
-	GroupProtocolClassic = txncore.GroupProtocolClassic
+	GroupProtocolClassic = txn.GroupProtocolClassic
 	// GroupProtocolConsumer is KIP-848's protocol: the broker assigns
 	// partitions incrementally, and members that keep their partitions
 	// never stop for a rebalance. Needs Kafka 4.0+ with the consumer
@@ -343,7 +343,7 @@ const (
 	// leave the group. Works with franz-go as published: the offset commit
 	// goes through the transaction without franz-go's
 	// GroupTransactSession, whose End hung under this protocol.
-	GroupProtocolConsumer = txncore.GroupProtocolConsumer
+	GroupProtocolConsumer = txn.GroupProtocolConsumer
 )
 
 // WithGroupProtocol sets the consumer group protocol: the Java client's

@@ -18,74 +18,24 @@ import (
 // (TransactionalId resource) when they are enabled.
 func ID(app, instanceID string) string { return app + "/" + instanceID }
 
-// Options describes a transactional group session. Brokers, Group,
-// InstanceID and Topics are required; zero durations take the defaults
-// given on each field (the processor's defaults, see package processor).
+// Options is txn.Options, which documents each field and its default; the
+// two must stay field for field the same (txn converts one to the other).
 type Options struct {
-	// Brokers are the seed brokers: bootstrap.servers.
-	Brokers []string
-	// Group is the application: the consumer group (group.id) and the
-	// prefix of the transactional ID (see ID).
-	Group string
-	// InstanceID is stable per instance (a pod name, say) and unique
-	// among live instances: the static member ID (group.instance.id) and,
-	// with Group, the transactional ID.
+	Brokers    []string
+	Group      string
 	InstanceID string
-	// Topics are the input topics, consumed read_committed.
-	Topics []string
+	Topics     []string
 
-	// TransactionTimeout is transaction.timeout.ms. Default 10s, as
-	// Kafka Streams sets it under exactly-once.
 	TransactionTimeout time.Duration
-	// SessionTimeout is the group's session.timeout.ms. Default 45s.
-	SessionTimeout time.Duration
-	// RebalanceTimeout is the group rebalance timeout, the role of the
-	// Java client's max.poll.interval.ms. Default 60s.
-	RebalanceTimeout time.Duration
+	SessionTimeout     time.Duration
+	RebalanceTimeout   time.Duration
 
-	// GroupProtocol is the group protocol: GroupProtocolClassic (the
-	// default, "") or GroupProtocolConsumer (KIP-848). Under the consumer
-	// protocol the broker sets the session timeout and heartbeat interval
-	// (group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms,
-	// or the group's consumer.session.timeout.ms): SessionTimeout is not
-	// sent, and Incarnation is not needed.
 	GroupProtocol GroupProtocol
+	Incarnation   int64
+	Pipeline      int
 
-	// Incarnation identifies this process among processes with the same
-	// instance ID: its start time (time.Now().UnixNano() once, at
-	// start-up), the same for every Session the process builds. The
-	// JoinGroup metadata carries it unless ClientOpts set kgo.Balancers,
-	// so that a process can tell a newer holder of its instance ID (it
-	// was replaced: ClassFenced) from an older one that came back after
-	// this process was expelled (not fenced: rebuild and rejoin). 0:
-	// unknown, any other member with our instance ID counts as newer.
-	Incarnation int64
-
-	// Pipeline is how many transactional producers the Session runs:
-	// while one transaction ends (its offset commit, EndTxn and the
-	// markers) the next fills on the next producer. 1 to 8; default 1.
-	// Producer k > 0 has the transactional ID ID(Group, InstanceID)+"#k"
-	// (see RingID).
-	Pipeline int
-
-	// ClientOpts go to every client the Session opens, after its own:
-	// TLS, SASL, logging, hooks. They may override the options the
-	// session sets; the consumer group, transactional IDs and isolation
-	// level must stay as they are. Group callbacks go in OnRevoked and
-	// OnLost, not here.
-	ClientOpts []kgo.Opt
-	// ConsumerOpts go to the group member's client only, after
-	// ClientOpts (fetch sizes, kgo.OnOffsetsFetched, hooks).
-	ConsumerOpts []kgo.Opt
-	// ProducerOpts go to the ring's producers only, after ClientOpts
-	// (partitioners, linger, batch sizes).
-	ProducerOpts []kgo.Opt
-	// OnRevoked and OnLost are the group member's callbacks
-	// (kgo.OnPartitionsRevoked, kgo.OnPartitionsLost), called after the
-	// Session forgot where a rewind takes the partitions given up (see
-	// AllowRebalance for what an open transaction must do). Without
-	// OnLost, losses go to OnRevoked.
-	OnRevoked, OnLost func(context.Context, *kgo.Client, map[string][]int32)
+	ClientOpts, ConsumerOpts, ProducerOpts []kgo.Opt
+	OnRevoked, OnLost                      func(context.Context, *kgo.Client, map[string][]int32)
 }
 
 // Defaults of Options' durations.
