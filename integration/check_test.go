@@ -213,21 +213,28 @@ func (e *env) checkMembership(grace time.Duration) {
 	}
 }
 
-// members returns the instance IDs of the group's members.
+// members returns the instance IDs of the group's members (none if the
+// group cannot be described).
 func (e *env) members() map[string]bool {
+	m, _ := e.describeMembers()
+	return m
+}
+
+// describeMembers is members, and whether the group answered.
+func (e *env) describeMembers() (map[string]bool, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m := make(map[string]bool)
 	_, members, err := e.c.DescribeGroup(ctx, e.group)
 	if err != nil {
-		return m
+		return m, false
 	}
 	for _, mm := range members {
 		if mm.InstanceID != "" {
 			m[mm.InstanceID] = true
 		}
 	}
-	return m
+	return m, true
 }
 
 func keys(m map[string]bool) []string {

@@ -54,11 +54,27 @@ type soakTotals struct {
 	KfakeHeldSecs   float64        `json:"kfake_held_seconds,omitempty"`
 }
 
+// livenessWindow is how long a running worker may stay out of the group,
+// by every sample in a row, before the soak reports it: alive but not
+// working. Expulsions, refused rejoins and successor graces last seconds;
+// a node restart expels members for up to a session. Samples are
+// livenessEvery apart, so that two short absences with a rejoin between
+// them are not taken for one long one (a KIP-848 soak, w90#174).
+const (
+	livenessWindow = 30 * time.Second
+	livenessEvery  = 3 * time.Second
+)
+
 // sampleLiveness reports (with a goroutine dump) a running worker that was
-// not a group member at two progress ticks in a row (30 s): alive but not
-// working. It then ends, and the faults go on without it.
-func (e *env) sampleLiveness(outOfGroup map[*proc]int) {
-	members := e.members()
+// out of the group at every sample for livenessWindow; outSince keeps,
+// per worker, the first sample of its current absence. A sample the group
+// does not answer is skipped. A reported worker ends, and the faults go on
+// without it.
+func (e *env) sampleLiveness(outSince map[*proc]time.Time, now time.Time) {
+	members, ok := e.describeMembers()
+	if !ok {
+		return
+	}
 	seen := make(map[*proc]bool)
 	for _, p := range e.fleet.live() {
 		e.fleet.mu.Lock()
@@ -68,17 +84,22 @@ func (e *env) sampleLiveness(outOfGroup map[*proc]int) {
 			continue
 		}
 		seen[p] = true
-		outOfGroup[p]++
-		if outOfGroup[p] == 2 {
+		since, out := outSince[p]
+		if !out {
+			outSince[p] = now
+			continue
+		}
+		if now.Sub(since) >= livenessWindow {
+			delete(outSince, p)
 			e.fleet.signal(p, syscall.SIGQUIT, intentQuit)
 			<-p.done
-			e.fleet.problemf("worker %s runs but was not a group member at two checks 30 s apart (members %v); goroutine dump:\n%s",
-				p, keys(members), quitDump(p.logPath))
+			e.fleet.problemf("worker %s runs but was out of the group at every check for %v (members %v); goroutine dump:\n%s",
+				p, now.Sub(since).Round(time.Second), keys(members), quitDump(p.logPath))
 		}
 	}
-	for p := range outOfGroup {
+	for p := range outSince {
 		if !seen[p] {
-			delete(outOfGroup, p)
+			delete(outSince, p)
 		}
 	}
 }
@@ -126,8 +147,9 @@ func TestSoak(t *testing.T) {
 	nextBroker := time.Now().Add(brokerEvery / 2)
 	end := time.Now().Add(*soakFor)
 	nextProgress := time.Now().Add(30 * time.Second)
-	outOfGroup := make(map[*proc]int) // consecutive progress ticks a running worker was not a member
-	var hold rebalanceHold            // kfake only: see kfakehold_test.go
+	outSince := make(map[*proc]time.Time) // see sampleLiveness
+	nextLiveness := time.Now()
+	var hold rebalanceHold // kfake only: see kfakehold_test.go
 	e.sleep(2 * time.Second)
 	for time.Now().Before(end) {
 		if !e.sleep(e.randDur(time.Second, 3*time.Second)) {
@@ -165,9 +187,12 @@ func TestSoak(t *testing.T) {
 		default:
 			e.stormStep(2, 5)
 		}
+		if now := time.Now(); now.After(nextLiveness) {
+			nextLiveness = now.Add(livenessEvery)
+			e.sampleLiveness(outSince, now)
+		}
 		if time.Now().After(nextProgress) {
 			nextProgress = time.Now().Add(30 * time.Second)
-			e.sampleLiveness(outOfGroup)
 			distinct, dups, records := e.track.status()
 			c, problems, _, _ := e.fleet.snapshot()
 			t.Logf("soak %v/%v: %d inputs, %d accounted for (%d records, %d duplicates so far); running %d; starts %d kills %d stops %d terms %d broker restarts %d (cluster nodes: %v); kfake holds %d (%v); problems %d",

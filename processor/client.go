@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,8 +30,6 @@ type txnClient interface {
 
 	// CheckFenced classifies errors seen outside a commit.
 	CheckFenced(ctx context.Context, op string, err error) *txncore.Error
-	// CheckReplaced judges UNRELEASED_INSTANCE_ID (KIP-848).
-	CheckReplaced(ctx context.Context, now time.Time, op string, err error, ours []string, w *txncore.HolderWait) *txncore.Error
 }
 
 // txnHandle is one open transaction (a txncore.Txn).

@@ -154,7 +154,7 @@ func TestRebuildYieldsToNewerProcess(t *testing.T) {
 // is cut off too until A is back. When A's connection heals, its heartbeat
 // learns it was expelled and franz-go rejoins: if A took the free ID at
 // once, B, a moment later, would wait for an ID held by a live process
-// and stop. A must instead leave B the time to take the ID (txncore.YieldOnLost)
+// and stop. A must instead leave B the time to take the ID (txncore.Instance.YieldOnLost)
 // and stop with ErrFenced; B does the rest of the work exactly once.
 func TestLostMemberYieldsToNewerProcess(t *testing.T) {
 	if !kafkatest.Consumer848() {
@@ -182,7 +182,7 @@ func TestLostMemberYieldsToNewerProcess(t *testing.T) {
 // TestShortCutKeepsTheMember: a holder cut off from the cluster for less
 // than its session. Its heartbeat fails, so franz-go calls
 // OnPartitionsLost, but the group keeps the member, and franz-go rejoins
-// under it in place. The yield before that rejoin (txncore.YieldOnLost) must
+// under it in place. The yield before that rejoin (txncore.Instance.YieldOnLost) must
 // not take the client's own live member for one a closed client left
 // behind and wait for it to expire: from 5152757 until this test, every
 // such blip (a node fault, a network hiccup) took the holder out of its

@@ -100,8 +100,9 @@ package processor
 //
 //	Processor          processor.go   options, counters, metrics; Run builds a run
 //	config             config.go      what the Opts (options.go) set; defaults and validation
-//	run                run.go         one Run call: workers, completion queue, local stores;
-//	                                  builds each lifetime and its client
+//	run                run.go         one Run call: workers, completion queue, local stores,
+//	                                  the instance ID's hold (txncore.Instance); builds each
+//	                                  lifetime and its client
 //	lifetime           lifetime.go    one transactional session: the loop's skeleton (poll,
 //	                                  group news, commit plans, their results, abort)
 //	partitions         partitions.go  the record path: intake, dispatch window, drain and
@@ -113,7 +114,6 @@ package processor
 //	openGate           opengate.go    its records wait for the one before; its first goes out alone
 //	commitSchedule     schedule.go    when the next commit starts
 //	groupEvents        group.go       the group callbacks' news for the loop
-//	claimCheck         claim.go       the lifetime's claim of the transactional ID
 //	endOffsets         endoffsets.go  listed end offsets, for the lag gauge
 //	restores           restore.go     changelog restores of newly assigned partitions
 //	partition, item    partition.go   a partition's records in offset order; commit point

@@ -20,11 +20,12 @@ type endOffsets struct {
 
 func newEndOffsets() *endOffsets { return &endOffsets{listed: make(map[tp]int64)} }
 
-// refresh lists the inputs' end offsets every lagRefreshInterval until ctx
-// is done. It runs on its own goroutine, off the loop.
-func (e *endOffsets) refresh(ctx context.Context, cl *kgo.Client, inputs []string, log *slog.Logger) {
+// refresh lists the inputs' end offsets every interval
+// (lagRefreshInterval) until ctx is done. It runs on its own goroutine,
+// off the loop.
+func (e *endOffsets) refresh(ctx context.Context, cl *kgo.Client, inputs []string, interval time.Duration, log *slog.Logger) {
 	adm := kadm.NewClient(cl)
-	t := time.NewTicker(lagRefreshInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -32,7 +33,7 @@ func (e *endOffsets) refresh(ctx context.Context, cl *kgo.Client, inputs []strin
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, lagRefreshInterval)
+		rctx, cancel := context.WithTimeout(ctx, interval)
 		ends, err := adm.ListEndOffsets(rctx, inputs...)
 		cancel()
 		if err != nil {

@@ -2,13 +2,10 @@ package processor
 
 import "time"
 
-// SetLagRefreshInterval sets how often the lag gauge's end offsets are
-// listed, and returns a func that restores the previous interval. Call it
-// before Run and restore after Run returns.
-func SetLagRefreshInterval(d time.Duration) (restore func()) {
-	old := lagRefreshInterval
-	lagRefreshInterval = d
-	return func() { lagRefreshInterval = old }
+// WithLagRefresh sets how often the lag gauge's end offsets are listed
+// (lagRefreshInterval, 5s).
+func WithLagRefresh(d time.Duration) Opt {
+	return hooksOpt(func(h *testHooks) { h.lagRefresh = d })
 }
 
 // WithAfterEndTxnHook calls f after each committed transaction, before its
@@ -33,7 +30,7 @@ func WithTopicWatchInterval(d time.Duration) Opt {
 }
 
 // WithClaimRecheck sets how often an idle holder of the instance ID checks
-// its claim (claim.go's claimRecheck, 5s), so that a test can leave the
+// its claim (txncore.ClaimRecheck, 5s), so that a test can leave the
 // checks at a join alone.
 func WithClaimRecheck(d time.Duration) Opt {
 	return hooksOpt(func(h *testHooks) { h.claimRecheck = d })

@@ -245,10 +245,6 @@ func (c *fakeClient) CheckFenced(_ context.Context, op string, err error) *txnco
 	return &txncore.Error{Class: txncore.ClassAbortable, Op: op, Err: err}
 }
 
-func (c *fakeClient) CheckReplaced(context.Context, time.Time, string, error, []string, *txncore.HolderWait) *txncore.Error {
-	return nil
-}
-
 // committed returns the offset and metadata committed for a partition.
 func (c *fakeClient) committed(topic string, partition int32) (int64, string, bool) {
 	c.mu.Lock()

@@ -26,13 +26,15 @@ type groupEvents struct {
 	// rebalanceWanted: a rebalance waits for the loop to commit (see
 	// txncore.Session.Poll).
 	rebalanceWanted atomic.Bool
-	members         *memberIDs // the member IDs partitions were assigned under (run.members)
+	// held records the member IDs partitions were assigned under
+	// (txncore.Instance.Held); nil in tests.
+	held func(member string)
 	// yield, under the consumer protocol, holds back franz-go's rejoin
 	// after the member was expelled (see onLost); nil under classic.
 	yield func(ctx context.Context, cl *kgo.Client) error
 	// losses counts the member's losses (onLost): franz-go rejoins after
 	// each, under a new member ID or, after a network failure, its old
-	// one (see claimCheck.recheck).
+	// one (see txncore.Instance.Recheck).
 	losses atomic.Int64
 
 	mu         sync.Mutex
@@ -123,7 +125,7 @@ func (g *groupEvents) onRevoked(_ context.Context, _ *kgo.Client, revoked map[st
 // was expelled (its session expired while the process was stopped or cut
 // off) or fenced. franz-go rejoins as soon as this returns, so under the
 // consumer protocol it first yields the instance ID to a newer process
-// that may be waiting for it (txncore.YieldOnLost); the loop stops fenced if
+// that may be waiting for it (txncore.Instance.YieldOnLost); the loop stops fenced if
 // one takes it.
 func (g *groupEvents) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 	g.losses.Add(1)
@@ -178,9 +180,9 @@ func checkGroupProtocol(ctx context.Context, s *txncore.Session, log *slog.Logge
 // metadata (another tool's, or franz-go's default member ID) is taken to
 // mean nothing above the committed offset is done, and logged.
 func (g *groupEvents) onOffsetsFetched(_ context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
-	if g.members != nil {
+	if g.held != nil {
 		member, _ := cl.GroupMetadata()
-		g.members.add(member)
+		g.held(member)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

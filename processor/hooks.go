@@ -16,10 +16,12 @@ type testHooks struct {
 	// of an input partition, with the batch's records; an error fails the
 	// restore (and Run).
 	restoreApply func(partition int32, records int) error
-	// claimRecheck, if set, replaces claimRecheck (claim.go).
+	// claimRecheck, if set, replaces txncore.ClaimRecheck.
 	claimRecheck time.Duration
 	// topicWatch, if set, replaces topicWatchInterval (topicwatch.go).
 	topicWatch time.Duration
+	// lagRefresh, if set, replaces lagRefreshInterval (metrics.go).
+	lagRefresh time.Duration
 }
 
 // hooksOpt is an Opt that sets test hooks rather than configuration.

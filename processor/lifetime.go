@@ -43,11 +43,7 @@ type lifetime struct {
 	// reading per loop step serves every record of the step.
 	now time.Time
 
-	// claim, under the consumer protocol, checks this lifetime's claim
-	// of the transactional ID while its member holds the instance ID
-	// (claim.go); nil under classic or without a claim.
-	claim *claimCheck
-	// endYield ends a lost member's yield (yieldOnLost) when the
+	// endYield ends a lost member's yield (Instance.YieldOnLost) when the
 	// lifetime ends: the client's Close waits for the callback, and the
 	// rebuild gives what is left of its grace.
 	endYield context.CancelFunc
@@ -79,8 +75,9 @@ func (l *lifetime) run(ctx context.Context) error {
 		if err := l.handleEvents(); err != nil {
 			return err
 		}
-		if err := l.claim.recheck(ctx, l.now, l.c.inTxn(), l.group.losses.Load()); err != nil {
-			return err
+		if e := l.r.inst.Recheck(ctx, l.now, l.c.inTxn(), l.group.losses.Load()); e != nil {
+			l.cfg.logger.Warn("a newer process with this instance ID is waiting for it; yielding", "err", e)
+			return e
 		}
 		if err := l.takeCommit(ctx, false); err != nil {
 			return err
@@ -184,7 +181,7 @@ func (l *lifetime) poll(ctx context.Context) error {
 		case errors.Is(err, kerr.FencedInstanceID):
 			fatal = l.s.CheckFenced(ctx, "poll", err)
 		case errors.Is(err, kerr.UnreleasedInstanceID):
-			if e := l.s.CheckReplaced(ctx, l.now, "poll", err, l.r.members.list(), &l.r.waitedFor); e != nil {
+			if e := l.r.inst.Replaced(ctx, l.now, "poll", err); e != nil {
 				fatal = e
 				return
 			}

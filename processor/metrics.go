@@ -14,7 +14,7 @@ const metricsNamespace = "onceflow"
 
 // lagRefreshInterval is how often the end offsets of the input partitions
 // are listed to keep the lag gauge current while fetching is paused.
-var lagRefreshInterval = 5 * time.Second
+const lagRefreshInterval = 5 * time.Second
 
 // metrics holds the Prometheus collectors that are not derived from the
 // Stats counters. A nil *metrics means metrics are off: every method is a

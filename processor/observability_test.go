@@ -272,7 +272,6 @@ func (c kgoCarrier) Keys() []string {
 // next offset to fetch, and drops to 0 once everything is handled.
 func TestLagWhilePaused(t *testing.T) {
 	kafkatest.EachMode(t, func(t *testing.T, c *kafkatest.Cluster) {
-		t.Cleanup(processor.SetLagRefreshInterval(100 * time.Millisecond))
 		pl := newPipeline(t, c, 1, 300, 300)
 		pl.produce(t, 0, 200)
 		release := make(chan struct{})
@@ -285,7 +284,7 @@ func TestLagWhilePaused(t *testing.T) {
 			return copyHandler(ctx, r, out)
 		}
 		reg := prometheus.NewRegistry()
-		r := start(t, append(pl.opts("i1", h), processor.WithMetrics(reg), processor.WithMaxBuffered(5, 5))...)
+		r := start(t, append(pl.opts("i1", h), processor.WithMetrics(reg), processor.WithMaxBuffered(5, 5), processor.WithLagRefresh(100*time.Millisecond))...)
 		part := []string{"topic", pl.in, "partition", "0"}
 		gauge := func(name string) float64 { return metricValue(t, reg, "onceflow_"+name, part...) }
 		waitGauge := func(name string, want float64) {

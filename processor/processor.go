@@ -134,7 +134,10 @@ func (p *Processor) process(ctx context.Context) error {
 		// left nothing committed either: rebuild rather than stop.
 		if c := txncore.ClassOf(err); c == txncore.ClassReset || c == txncore.ClassOutcomeUnknown || c == txncore.ClassAbortable {
 			log.Warn("transactional client unusable; rebuilding it and resuming from the committed offsets", "err", err)
-			err = r.yieldToSuccessor(ctx) // nil: rebuild
+			err = nil // rebuild, unless a newer process takes the ID
+			if e := r.inst.YieldToSuccessor(ctx); e != nil {
+				err = e
+			}
 		} else if err == nil {
 			return nil
 		}

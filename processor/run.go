@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,16 +27,9 @@ type run struct {
 	d     *dispatcher
 	comps *completionQueue
 	gen   atomic.Uint64 // source of partition generations
-	// members are the group member IDs this Run's clients held the
-	// instance ID under: recorded as partitions are assigned and when a
-	// client that joined closes; see txncore.Session.CheckReplaced.
-	members memberIDs
-	// lost is the grace a lost member's yield began, for the rebuild
-	// that may follow it (yield.go).
-	lost lostGrace
-	// waitedFor is the member holding the instance ID that this Run, never
-	// a holder, waits for (the loop's; see txncore.Session.CheckReplaced).
-	waitedFor txncore.HolderWait
+	// inst is the process's hold on its instance ID across lifetimes:
+	// its claims, waits and yields (txncore.Instance).
+	inst *txncore.Instance
 
 	// counted is, per input partition, the offset after the last record
 	// counted in Stats.Consumed: the loop's, across its lifetimes.
@@ -48,6 +42,19 @@ type run struct {
 
 func newRun(p *Processor) *run {
 	r := &run{p: p, cfg: &p.cfg, comps: newCompletionQueue(), counted: make(map[tp]int64)}
+	log := p.cfg.logger
+	r.inst = txncore.NewInstance(txncore.InstanceOptions{
+		Options: txncore.Options{
+			Brokers: p.cfg.brokers, Group: p.cfg.group, InstanceID: p.cfg.instanceID,
+			GroupProtocol: p.cfg.groupProtocol, ClientOpts: p.cfg.clientOpts(), Incarnation: p.incarnation,
+		},
+		Clock:   p.cfg.clock,
+		Recheck: p.hooks.claimRecheck,
+		OnClaimRetry: func(err error, in time.Duration) {
+			log.Warn("could not claim the transactional ID before joining the group; retrying (processes with this instance ID are ordered by their claims)",
+				"group", p.cfg.group, "instance", p.cfg.instanceID, "brokers", p.cfg.brokers, "retry_in", in, "err", err)
+		},
+	})
 	r.d = newDispatcher(&p.cfg, 4*runtime.GOMAXPROCS(0), r.comps.push, &p.stats.activeSessions, &p.stats.retries, p.tracer)
 	return r
 }
@@ -107,7 +114,7 @@ func (r *run) runLifetime(ctx context.Context) error {
 	if cfg.groupProtocol == GroupProtocolConsumer {
 		consumerOpts = append(consumerOpts, kgo.WithHooks(classicJoinGuard{l.group}))
 	}
-	s, err := txncore.NewSession(txncore.Options{
+	s, err := r.inst.NewSession(txncore.Options{
 		Brokers:            cfg.brokers,
 		Group:              cfg.group,
 		InstanceID:         cfg.instanceID,
@@ -116,7 +123,6 @@ func (r *run) runLifetime(ctx context.Context) error {
 		SessionTimeout:     cfg.sessionTimeout,
 		RebalanceTimeout:   cfg.rebalanceTimeout,
 		GroupProtocol:      cfg.groupProtocol,
-		Incarnation:        p.incarnation,
 		Pipeline:           cfg.pipeline,
 		ClientOpts:         cfg.clientOpts(),
 		ConsumerOpts: append(append(consumerOpts,
@@ -141,11 +147,11 @@ func (r *run) runLifetime(ctx context.Context) error {
 		closeCommitter()
 		l.ps.staleAll()
 		// The client may have rejoined under a new member ID that no
-		// assignment has reported yet (members records IDs as offsets
-		// are fetched): closed, that member is this process's, and a
-		// rebuild must not take it for another process's.
+		// assignment has reported yet (IDs are recorded as offsets are
+		// fetched): closed, that member is this process's, and a rebuild
+		// must not take it for another process's.
 		if member, epoch := s.Client().GroupMetadata(); epoch > 0 {
-			r.members.add(member)
+			r.inst.Held(member)
 		}
 		if stopped && p.leaveOnStop.Load() {
 			closeAndLeave(s, l.cfg.logger)
@@ -154,12 +160,16 @@ func (r *run) runLifetime(ctx context.Context) error {
 		s.Close()
 	}()
 	if p.metrics != nil {
-		refreshWG.Go(func() { l.ends.refresh(refreshCtx, s.Client(), cfg.inputs, cfg.logger) })
+		every := cmp.Or(p.hooks.lagRefresh, lagRefreshInterval)
+		refreshWG.Go(func() { l.ends.refresh(refreshCtx, s.Client(), cfg.inputs, every, cfg.logger) })
 	}
 	if err := checkGroupProtocol(ctx, s, cfg.logger); err != nil {
 		return err
 	}
-	l.claim = claimID(ctx, s, cfg, p.hooks.claimRecheck)
+	if err := r.inst.Claim(ctx); err != nil && ctx.Err() == nil {
+		cfg.logger.Warn("could not initialize the transactional producers before joining; processes with this instance ID are not ordered",
+			"group", cfg.group, "instance", cfg.instanceID, "brokers", cfg.brokers, "err", err)
+	}
 	err = l.run(ctx)
 	// Not when the topic watch stopped Run (ErrTopicNotFound): a job
 	// whose topic is gone is fixed and restarted, not scaled down.
@@ -192,12 +202,15 @@ func closeAndLeave(s *txncore.Session, log *slog.Logger) {
 func (r *run) newLifetime(ctx context.Context) *lifetime {
 	l := &lifetime{p: r.p, r: r, cfg: r.cfg, ends: newEndOffsets()}
 	l.group = newGroupEvents(r.cfg.logger, r.comps.wakePoll)
-	l.group.members = &r.members
+	l.group.held = r.inst.Held
 	var yieldCtx context.Context
 	yieldCtx, l.endYield = context.WithCancel(ctx)
 	if r.cfg.groupProtocol == GroupProtocolConsumer {
 		l.group.yield = func(cbCtx context.Context, cl *kgo.Client) error {
-			return r.yieldOnLost(yieldCtx, cbCtx, cl)
+			if e := r.inst.YieldOnLost(yieldCtx, cbCtx, cl); e != nil {
+				return e
+			}
+			return nil
 		}
 	}
 	l.ps = &partitions{cfg: r.cfg, r: r, stats: &r.p.stats, m: r.p.metrics, group: l.group,

@@ -37,13 +37,12 @@ func securedCluster(t *testing.T) *kafkatest.Cluster {
 // cfg.clientOpts() from the restore's client.
 func TestSecuredEveryClient(t *testing.T) {
 	c := securedCluster(t)
-	defer processor.SetLagRefreshInterval(50 * time.Millisecond)()
 	pl := newPipeline(t, c, 2, 2000, 50)
 	ids, dups := span(0, pl.inputs, 20)
 	pl.produceEvents(t, ids...)
 	stateDir, dedupeDir := t.TempDir(), t.TempDir()
 	opts := func(h processor.Handler) []processor.Opt {
-		return append(pl.opts("i1", h), processor.WithStateStore(stateDir, nil), processor.WithDedupe(dedupeDir, nil),
+		return append(pl.opts("i1", h), processor.WithLagRefresh(50*time.Millisecond), processor.WithStateStore(stateDir, nil), processor.WithDedupe(dedupeDir, nil),
 			processor.WithPositionGuard(), processor.WithMetrics(prometheus.NewRegistry()), processor.WithStopAtEnd())
 	}
 	// Half, a stop, and the rest: the second run restores its state

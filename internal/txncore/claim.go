@@ -19,11 +19,11 @@ import (
 // that claimed last is the one whose producer ID and epoch the coordinator
 // still reports (its own transactions bump the epoch too, but its client
 // follows them). A Session that finds its claim superseded while it holds
-// the ID yields it (CheckClaim: the processor asks when the member joins
+// the ID yields it (Instance.Recheck asks when the member joins
 // or rejoins, and while it is idle); one that waits for the ID keeps waiting
 // while its claim is the newest, however often the holder changes
-// (CheckReplaced). A rebuild claims anew: to the coordinator it is a newer
-// process, which is why YieldToSuccessor gives a waiting process the ID
+// (Instance.Replaced). A rebuild claims anew: to the coordinator it is a newer
+// process, which is why Instance.YieldToSuccessor gives a waiting process the ID
 // before a rebuild. The order is the coordinator's, not the hosts'
 // clocks (incarnation.go orders classic groups by those).
 
@@ -43,14 +43,15 @@ const (
 // initialization of the instance's own transactional ID (ring producer 0)
 // is the claim that orders processes with one instance ID. Predecessors'
 // open transactions are aborted, as by any producer initialization. An
-// error leaves producers to initialize at their first transaction and the
-// Session unordered (claimUnknown).
+// error leaves producers to initialize at their first transaction, the
+// Session unordered (claimUnknown) and its member to join at the first
+// Poll (Instance.Claim retries instead).
 func (s *Session) Claim(ctx context.Context) error {
-	defer s.join() // after the claim, whatever its outcome
 	if err := s.initRing(ctx); err != nil {
 		return fmt.Errorf("txn: initializing the transactional producers: %w", err)
 	}
 	s.claimed = s.cfg.GroupProtocol == GroupProtocolConsumer
+	s.join()
 	return nil
 }
 
@@ -88,17 +89,17 @@ func (s *Session) standing(ctx context.Context) claimState {
 	return claimSuperseded
 }
 
-// errSuperseded is CheckClaim's reason to yield.
+// errSuperseded is checkClaim's reason to yield.
 var errSuperseded = errors.New("a newer process initialized the transactional ID after this one claimed it: yielding the instance ID")
 
-// CheckClaim is for a Session whose group member holds the instance ID,
-// between transactions: a ClassReset *Error if another Session claimed
-// the transactional ID after this one (a newer process that waits for the
-// ID, refused while this one holds it). The caller closes the Session and
-// yields (YieldToSuccessor): the newer process takes the ID, or, if none
-// comes, the rebuild claims anew. nil under classic, without a claim, or
-// if the coordinator cannot be asked.
-func (s *Session) CheckClaim(ctx context.Context) *Error {
+// checkClaim is for a Session whose group member holds the instance ID,
+// between transactions (Instance.Recheck): a ClassReset *Error if another
+// Session claimed the transactional ID after this one (a newer process
+// that waits for the ID, refused while this one holds it). The caller
+// closes the Session and yields (Instance.YieldToSuccessor): the newer
+// process takes the ID, or, if none comes, the rebuild claims anew. nil
+// under classic, without a claim, or if the coordinator cannot be asked.
+func (s *Session) checkClaim(ctx context.Context) *Error {
 	if s.standing(ctx) == claimSuperseded {
 		return &Error{ClassReset, "claim", errSuperseded}
 	}

@@ -3,17 +3,21 @@ package txncore
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
 )
 
 // TestClaimOrder848: of two Sessions with one instance ID, the one that
 // claimed last is the newest; the other one finds its claim superseded
-// (CheckClaim: ClassReset), and a Session without a claim is unordered.
+// (checkClaim: ClassReset), and a Session without a claim is unordered.
 func TestClaimOrder848(t *testing.T) {
 	c := kafkatest.New(t)
 	topic := c.CreateTopic(t, "in", 1, nil)
@@ -35,11 +39,11 @@ func TestClaimOrder848(t *testing.T) {
 			t.Errorf("%s: standing %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if e := older.CheckClaim(ctx); e == nil || e.Class != ClassReset || !errors.Is(e, errSuperseded) {
-		t.Errorf("older CheckClaim: %v, want a ClassReset superseded error", e)
+	if e := older.checkClaim(ctx); e == nil || e.Class != ClassReset || !errors.Is(e, errSuperseded) {
+		t.Errorf("older checkClaim: %v, want a ClassReset superseded error", e)
 	}
-	if e := newer.CheckClaim(ctx); e != nil {
-		t.Errorf("newer CheckClaim: %v", e)
+	if e := newer.checkClaim(ctx); e != nil {
+		t.Errorf("newer checkClaim: %v", e)
 	}
 	classic := consumerConfig(c, group, "j", topic)
 	classic.GroupProtocol = GroupProtocolClassic
@@ -180,4 +184,82 @@ func TestStaticLeave848(t *testing.T) {
 	if holder != "" && (holder != member || epoch != leftStaticEpoch) {
 		t.Errorf("after Close the group has member %s (ours %s) at epoch %d for the instance ID, want it left (epoch %d) or gone", holder, member, epoch, leftStaticEpoch)
 	}
+}
+
+// TestClaimRetriedBeforeJoin848: a process whose claim failed because its
+// transaction coordinator could not answer joined the group unclaimed,
+// and, unordered, took the instance ID from a newer process that waited
+// for it (a KIP-848 cluster soak, w56#122). Under the consumer protocol
+// Instance.Claim retries until the claim succeeds, and the member joins
+// only then; a refusal the broker calls final is not retried.
+func TestClaimRetriedBeforeJoin848(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("kfake: the fault injection")
+	}
+	c := kafkatest.New(t)
+	topic := c.CreateTopic(t, "in", 1, nil)
+	// instance is an Instance whose claim attempts each last 300ms, its
+	// retries counted.
+	instance := func(t *testing.T, group string, retries *atomic.Int32) (*Instance, *Session) {
+		cfg := consumerConfig(c, group, "i", topic)
+		cfg.TransactionTimeout = 300 * time.Millisecond
+		in := NewInstance(InstanceOptions{Options: cfg, Clock: wallClock{},
+			OnClaimRetry: func(error, time.Duration) { retries.Add(1) }})
+		s, err := in.NewSession(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return in, s
+	}
+
+	t.Run("the coordinator answers again", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		group := kafkatest.Name(t, "g")
+		txnID := ID(group, "i")
+		down := c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, TxnID: txnID, Err: kerr.CoordinatorNotAvailable, Count: -1})
+		hb := c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ConsumerGroupHeartbeat}, Group: group, Observe: true, Count: -1})
+		defer hb.Remove()
+		var retries atomic.Int32
+		in, _ := instance(t, group, &retries)
+		done := make(chan error, 1)
+		go func() { done <- in.Claim(ctx) }()
+		for deadline := time.Now().Add(30 * time.Second); retries.Load() < 2; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("Claim did not retry")
+			}
+		}
+		if hb.Hits() > 0 {
+			t.Fatal("the member joined the group before its claim succeeded")
+		}
+		down.Remove()
+		if err := <-done; err != nil {
+			t.Fatalf("Claim: %v, want it to succeed once the coordinator answers", err)
+		}
+		if !in.check.claimed {
+			t.Fatal("the claim does not order the Session")
+		}
+		for deadline := time.Now().Add(30 * time.Second); hb.Hits() == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the member did not join after its claim")
+			}
+		}
+	})
+
+	t.Run("a final refusal", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		group := kafkatest.Name(t, "g")
+		refused := c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, TxnID: ID(group, "i"), Err: kerr.TransactionalIDAuthorizationFailed, Count: -1})
+		defer refused.Remove()
+		var retries atomic.Int32
+		in, _ := instance(t, group, &retries)
+		if err := in.Claim(ctx); !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			t.Fatalf("Claim: %v, want the refusal", err)
+		}
+		if n := retries.Load(); n != 0 {
+			t.Errorf("a final refusal was retried %d times", n)
+		}
+	})
 }

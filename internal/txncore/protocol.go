@@ -42,7 +42,7 @@ const (
 	// is refused), stops with ErrFenced. A process whose own member
 	// expired (it was stopped past its session) gives a newer process
 	// waiting for the ID time to take it before it rejoins: see
-	// YieldToSuccessor.
+	// Instance.YieldToSuccessor.
 	GroupProtocolConsumer GroupProtocol = "consumer"
 )
 
@@ -94,10 +94,10 @@ func (s *Session) CheckGroupProtocol(ctx context.Context) error {
 	return nil
 }
 
-// HolderWait is what CheckReplaced keeps, across calls, about the member
-// holding the instance ID that a process which never held it waits for.
-// The zero value is ready to use; keep one per process (a processor Run).
-type HolderWait struct {
+// holderWait is what checkReplaced keeps, across calls, about the member
+// holding the instance ID that a process which never held it waits for
+// (Instance.waiting). The zero value is ready to use.
+type holderWait struct {
 	holder   string        // the first holder met
 	since    time.Time     // when it was met, or when the coordinator last moved
 	patience time.Duration // how long a dead holder can hold the ID; 0 until read
@@ -108,16 +108,10 @@ type HolderWait struct {
 	knowCoordinator bool
 }
 
-// CheckReplaced judges UNRELEASED_INSTANCE_ID, which a KIP-848 member
-// gets when it joins while another member holds its instance ID: nil to
-// keep polling (the client retries the join), ClassFenced to stop. ours
-// are the member IDs this process held the ID under, in earlier Sessions
-// too; w keeps the holder this process has been waiting for, and now is
-// the caller's clock (see replaced for the rules).
-func (s *Session) CheckReplaced(ctx context.Context, now time.Time, op string, err error, ours []string, w *HolderWait) *Error {
-	if !errors.Is(err, kerr.UnreleasedInstanceID) {
-		return nil
-	}
+// checkReplaced is Instance.Replaced: ours are the member IDs this
+// process held the ID under, in earlier Sessions too; w keeps the holder
+// this process has been waiting for, and now is the caller's clock.
+func (s *Session) checkReplaced(ctx context.Context, now time.Time, op string, err error, ours []string, w *holderWait) *Error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	holder, ok := s.holder848(ctx)
@@ -150,7 +144,7 @@ func (s *Session) CheckReplaced(ctx context.Context, now time.Time, op string, e
 // timer (w.patience). A holder that outlives the patience, or a new holder
 // met while waiting, is alive, and standing (see claim.go) says which
 // process is newer: while our claim is the newest, the holder claimed
-// before us and yields when it finds out (CheckClaim, or its next
+// before us and yields when it finds out (Instance.Recheck, or its next
 // transaction failing fenced), so keep waiting, with the patience
 // restarted; otherwise a newer process has the ID: replaced (exactly-once
 // holds either way: every takeover bumps the transactional epoch).
@@ -159,7 +153,7 @@ func (s *Session) CheckReplaced(ctx context.Context, now time.Time, op string, e
 // it restarted the holder's session timer when it loaded the group (a
 // dead holder outlived the doubled patience in a soak when the
 // coordinator's node restarted while a replacement waited).
-func replaced(holder string, coordinator int32, ours []string, w *HolderWait, now time.Time, standing func() claimState) string {
+func replaced(holder string, coordinator int32, ours []string, w *holderWait, now time.Time, standing func() claimState) string {
 	if coordinator >= 0 {
 		if w.knowCoordinator && coordinator != w.coordinator && w.holder != "" {
 			w.since = now
@@ -253,75 +247,38 @@ func holder848(ctx context.Context, cl *kgo.Client, group, instanceID string) (m
 	return "", 0, nil
 }
 
-// SuccessorGrace is how long YieldToSuccessor waits for a newer process
+// SuccessorGrace is how long a yield (Instance.YieldToSuccessor) waits for a newer process
 // to take a free instance ID: franz-go retries a join refused with
 // UNRELEASED_INSTANCE_ID within its retry backoff (kgo.RetryBackoffFn),
 // 5s at most by default.
 const SuccessorGrace = 6 * time.Second
 
-// maxOwnMemberWait bounds YieldToSuccessor's wait for this process's own
+// maxOwnMemberWait bounds yieldToSuccessor's wait for this process's own
 // earlier member to leave the group: twice the longest session timeout a
 // Kafka broker allows by default (group.consumer.max.session.timeout.ms,
 // 60s).
 const maxOwnMemberWait = 2 * time.Minute
 
-// YieldToSuccessor is, under GroupProtocolConsumer, the step between a
-// Session that failed (ClassReset, ClassOutcomeUnknown) and the one that
-// replaces it, in a process that held its instance ID under the member
-// IDs ours. The broker gives a free instance ID to whoever asks first, so
-// a process whose member expired while it was stopped would, by
-// rebuilding at once, win the ID from a newer process that has been
-// waiting for it (refused UNRELEASED_INSTANCE_ID while the member that
-// replaced this one held it), and that newer process would stop; the
-// rebuild's claim (claim.go) would also supersede the newer one's. So
-// when nobody holds the ID, or only this process's earlier member that
+// yieldToSuccessor waits on cl, after a Session failed or its member was
+// lost, for a newer process to take the instance ID, in a process that
+// held it under the member IDs ours. The broker gives a free instance ID
+// to whoever asks first, so a process whose member expired while it was
+// stopped would, by rejoining at once, win the ID from a newer process
+// that has been waiting for it (refused UNRELEASED_INSTANCE_ID while the
+// member that replaced this one held it), and that newer process would
+// stop; a rebuild's claim (claim.go) would also supersede the newer one's.
+// So when nobody holds the ID, or only this process's earlier member that
 // left (a static member's leave lets any member take its ID), this waits
 // up to grace for another member to take it; while this process's
 // earlier member still holds it without having left (its client closed
 // without a leave), it first waits for that member's session to end (up
 // to maxOwnMemberWait). It returns a ClassFenced *Error if another member
-// holds the ID or takes it; nil to rebuild: nobody came, the group
-// refused to be described, ctx is done, or the
-// protocol is classic (the newest joiner takes the ID there;
-// incarnations order the rest). While the brokers cannot be reached (a
-// network partition that made the last Session fail) it keeps asking:
-// the new Session could not join before then either. A short-lived client built from
-// cfg.Brokers and cfg.ClientOpts (pass connection options only: TLS,
-// SASL, logging) asks the group; after is the caller's clock.
-func YieldToSuccessor(ctx context.Context, cfg Options, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
-	if cfg.GroupProtocol != GroupProtocolConsumer || len(ours) == 0 {
-		return nil
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts...)...)
-	if err != nil {
-		return nil // the Session's NewSession reports bad options
-	}
-	defer cl.Close()
-	return yieldToSuccessor(ctx, cl, cfg, ours, "", grace, after)
-}
-
-// YieldOnLost is YieldToSuccessor for a client whose group member was
-// expelled while the process ran: call it from kgo.OnPartitionsLost with
-// the callback's client. franz-go rejoins as soon as that callback
-// returns, so a process that wakes from a pause longer than its session
-// would otherwise take the free instance ID from a newer process that has
-// been waiting for it. The callback holds the client's group management
-// (and its polls) while this waits; cancel ctx to end the wait. A member
-// the group kept (the client lost its partitions to failed heartbeats, a
-// network blip shorter than the session, or to a fenced member epoch) is
-// the client's own, not one a closed client left behind: it returns nil
-// at once, and franz-go rejoins (Kafka 4.4.0 refuses a static member's
-// rejoin under the same member ID until that member expires).
-func YieldOnLost(ctx context.Context, cl *kgo.Client, cfg Options, ours []string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
-	if cfg.GroupProtocol != GroupProtocolConsumer || len(ours) == 0 {
-		return nil
-	}
-	live, _ := cl.GroupMetadata() // the callback runs before franz-go forgets it
-	return yieldToSuccessor(ctx, cl, cfg, ours, live, grace, after)
-}
-
-// yieldToSuccessor is YieldToSuccessor on cl. live is the member the
-// client rejoins under, if the group kept it ("" for a new client).
+// holds the ID or takes it; nil to go on: nobody came, the group refused
+// to be described, or ctx is done. While the brokers cannot be reached (a
+// network partition that made the last Session fail) it keeps asking: the
+// next Session could not join before then either. live is the member the
+// client rejoins under, if the group kept it ("" for a new client); after
+// is the caller's clock.
 func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Options, ours []string, live string, grace time.Duration, after func(time.Duration) <-chan time.Time) *Error {
 	const every = 250 * time.Millisecond
 	var waited, ownFor time.Duration // since the ID was first seen free; our member seen holding it
@@ -341,7 +298,7 @@ func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Options, ours []s
 			case holder != "" && holder == live && epoch != leftStaticEpoch:
 				// The group kept the client's member: the ID was
 				// never free. A newer process that waits for it
-				// superseded the claim, which CheckClaim finds after
+				// superseded the claim, which Instance.Recheck finds after
 				// the rejoin.
 				return nil
 			case holder != "" && epoch != leftStaticEpoch:

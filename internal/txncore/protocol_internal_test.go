@@ -224,7 +224,7 @@ func TestReplaced848(t *testing.T) {
 		// would have been superseded by its).
 		{"held it, another holds it now, our claim the newest", []string{"m0"}, []check{{"n", 0, true}}, "", nil, claimNewest},
 	} {
-		w := HolderWait{patience: patience}
+		w := holderWait{patience: patience}
 		t0 := time.Unix(1000, 0)
 		for i, c := range tc.checks {
 			coordinator := int32(0)

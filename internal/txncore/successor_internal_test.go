@@ -83,7 +83,12 @@ func TestYieldToSuccessor848(t *testing.T) {
 			}
 			cfg := Options{Brokers: c.Brokers, Group: group, InstanceID: "i", GroupProtocol: tc.protocol}
 			start := time.Now()
-			e := YieldToSuccessor(context.Background(), cfg, ours, grace, time.After)
+			in := NewInstance(InstanceOptions{Options: cfg, Clock: wallClock{}})
+			in.grace = grace
+			for _, m := range ours {
+				in.Held(m)
+			}
+			e := in.YieldToSuccessor(context.Background())
 			took := time.Since(start)
 			if fenced := e != nil && errors.Is(e, ErrFenced); fenced != tc.fenced || (e != nil && !fenced) {
 				t.Fatalf("YieldToSuccessor: %v, want fenced=%v", e, tc.fenced)
@@ -151,3 +156,9 @@ func TestEveryLossReported848(t *testing.T) {
 		When: func(req kmsg.Request) bool { return req.(*kmsg.ConsumerGroupHeartbeatRequest).MemberEpoch > 0 }})
 	waitFor("the expulsion reported as a loss", func() bool { return losses.Load() > before })
 }
+
+// wallClock is the Instance's clock in tests that wait for real brokers.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time                         { return time.Now() }
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

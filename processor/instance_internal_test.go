@@ -15,7 +15,7 @@ import (
 // TestLostYieldEndsWithLifetime: a process woke from a pause after the
 // group had expelled its member, and nobody had replaced it. Its heartbeat
 // found the member gone, so franz-go's OnPartitionsLost waited a grace for
-// a newer process (yieldOnLost), while its commit failed and the lifetime
+// a newer process (Instance.YieldOnLost), while its commit failed and the lifetime
 // ended; the client's Close waited for that callback, and the rebuild then
 // gave a second whole grace (a KIP-848 cluster soak, w177#340 in
 // docs/reliability.md: 12.9 s out of the group after waking). The
@@ -37,14 +37,21 @@ func TestLostYieldEndsWithLifetime(t *testing.T) {
 	require.NoError(t, err)
 	r := newRun(p)
 	t.Cleanup(r.d.stop)
-	r.members.add("an-expired-member") // i1 is free: nobody replaced it
+	r.inst.Held("an-expired-member") // i1 is free: nobody replaced it
+	// rebuildWaits is how long, by the clock, the yield before a rebuild
+	// waits for a newer process.
+	rebuildWaits := func(t *testing.T) time.Duration {
+		from := clock.Now()
+		require.Nil(t, r.inst.YieldToSuccessor(context.Background()))
+		return clock.Now().Sub(from)
+	}
 
 	t.Run("the lifetime ends during the grace", func(t *testing.T) {
 		clock.hold(true) // the grace would never end by itself
 		l := r.newLifetime(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- l.group.yield(context.Background(), cl) }()
-		require.Eventually(t, func() bool { return r.lost.begun() && clock.waiting() }, 30*time.Second, 10*time.Millisecond,
+		require.Eventually(t, clock.waiting, 30*time.Second, 10*time.Millisecond,
 			"the yield never waited for a newer process")
 		select {
 		case err := <-done:
@@ -59,10 +66,9 @@ func TestLostYieldEndsWithLifetime(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("the lost member's yield outlived its lifetime")
 		}
-		require.Equal(t, txncore.SuccessorGrace-2*time.Second, r.lost.left(clock.Now(), txncore.SuccessorGrace),
-			"the rebuild gives the rest of the grace")
-		require.Equal(t, txncore.SuccessorGrace, r.lost.left(clock.Now(), txncore.SuccessorGrace),
-			"a second rebuild owes a whole grace")
+		clock.hold(false)
+		require.Equal(t, txncore.SuccessorGrace-2*time.Second, rebuildWaits(t), "the rebuild gives the rest of the grace")
+		require.Equal(t, txncore.SuccessorGrace, rebuildWaits(t), "a second rebuild owes a whole grace")
 	})
 	t.Run("the grace runs its course", func(t *testing.T) {
 		clock.hold(false)
@@ -71,37 +77,8 @@ func TestLostYieldEndsWithLifetime(t *testing.T) {
 		require.NoError(t, l.group.yield(context.Background(), cl))
 		require.GreaterOrEqual(t, clock.Now().Sub(from), txncore.SuccessorGrace, "the yield did not wait its grace")
 		l.endYield()
-		require.Equal(t, txncore.SuccessorGrace, r.lost.left(clock.Now(), txncore.SuccessorGrace))
+		require.Equal(t, txncore.SuccessorGrace, rebuildWaits(t))
 	})
-}
-
-func TestLostGrace(t *testing.T) {
-	t0 := time.Unix(1_000_000, 0)
-	const grace = 6 * time.Second
-	for _, tc := range []struct {
-		name  string
-		began bool
-		ended bool
-		after time.Duration // from the begin to the rebuild
-		want  time.Duration
-	}{
-		{name: "no lost member", want: grace},
-		{name: "cut short at once", began: true, want: grace},
-		{name: "cut short after 2s", began: true, after: 2 * time.Second, want: grace - 2*time.Second},
-		{name: "cut short after the grace", began: true, after: 10 * time.Second, want: 0},
-		{name: "ran its course", began: true, ended: true, after: 10 * time.Second, want: grace},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var g lostGrace
-			if tc.began {
-				g.begin(t0)
-			}
-			if tc.ended {
-				g.end()
-			}
-			require.Equal(t, tc.want, g.left(t0.Add(tc.after), grace))
-		})
-	}
 }
 
 // yieldClock is a Clock whose After fires at once, its time advanced by
