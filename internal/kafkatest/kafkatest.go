@@ -8,17 +8,19 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/onceflow/onceflow/internal/clientsec"
-	"github.com/onceflow/onceflow/internal/readback"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/onceflow/onceflow/internal/clientsec"
+	"github.com/onceflow/onceflow/internal/readback"
 )
 
 // EnvBrokers names the environment variable that switches tests to real
@@ -172,21 +174,33 @@ func New(t testing.TB, opts ...Option) *Cluster {
 }
 
 // EachMode runs fn as a subtest per transaction protocol: twice on the
-// embedded cluster (current and pre-KIP-890 versions), once on real
-// brokers. opts go to New.
+// embedded cluster (current and pre-KIP-890 versions, side by side), once
+// on real brokers. On the embedded cluster the test runs in parallel with
+// the package's other parallel tests (t.Parallel): call EachMode once, and
+// first, in a test that shares nothing with others. opts go to New.
 func EachMode(t *testing.T, fn func(t *testing.T, c *Cluster), opts ...Option) {
 	t.Helper()
 	if Real() {
 		t.Run(string(ModeReal), func(t *testing.T) { fn(t, New(t, opts...)) })
 		return
 	}
-	t.Run(string(ModeFake), func(t *testing.T) { fn(t, New(t, opts...)) })
+	// Each test has embedded clusters of its own, and these tests mostly
+	// wait (for sessions and transactions to time out): they run beside
+	// one another (up to go test's -parallel), and on real brokers, which
+	// they share and whose nodes some tests restart, one at a time.
+	t.Parallel()
 	if Consumer848() {
 		// Kafka 3.9 has no KIP-848: the processor refuses to start
 		// (TestGroupProtocolUnsupported).
+		t.Run(string(ModeFake), func(t *testing.T) { fn(t, New(t, opts...)) })
 		return
 	}
-	t.Run(string(ModeFakeV39), func(t *testing.T) { fn(t, New(t, append(opts, PreKIP890())...)) })
+	// The two embedded clusters run side by side too; EachMode returns
+	// when both are done.
+	var wg sync.WaitGroup
+	wg.Go(func() { t.Run(string(ModeFake), func(t *testing.T) { fn(t, New(t, opts...)) }) })
+	wg.Go(func() { t.Run(string(ModeFakeV39), func(t *testing.T) { fn(t, New(t, append(opts, PreKIP890())...)) }) })
+	wg.Wait()
 }
 
 // expireParkedStaticMembers pins a kfake divergence. A static member that
