@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow/internal/kafkatest"
 	"github.com/onceflow/onceflow/processor"
 )
 
@@ -51,7 +53,8 @@ type proc struct {
 	started  time.Time
 	cmd      *exec.Cmd
 	logPath  string
-	stdout   bytes.Buffer // read only after done
+	stdout   bytes.Buffer  // read only after done
+	ready    chan struct{} // closed once SIGTERM stops it cleanly (or it ended)
 	done     chan struct{}
 
 	// Guarded by fleet.mu.
@@ -147,23 +150,39 @@ func (f *fleet) start(instance string, extra ...string) *proc {
 		return nil
 	}
 	f.serial++
-	p := &proc{serial: f.serial, instance: instance, done: make(chan struct{})}
+	p := &proc{serial: f.serial, instance: instance, ready: make(chan struct{}), done: make(chan struct{})}
 	p.logPath = filepath.Join(f.logDir, fmt.Sprintf("%03d-%s.log", p.serial, instance))
 	logf, err := os.Create(p.logPath)
 	if err != nil {
 		f.t.Errorf("creating worker log: %v", err)
 		return nil
 	}
-	args := append(append(slices.Clone(f.args), "-instance", instance), extra...)
+	// The worker closes its end of the pipe once it handles SIGTERM: a
+	// SIGTERM before that kills it (seen in CI, 3 ms after a start).
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		_ = logf.Close()
+		f.t.Errorf("creating worker pipe: %v", err)
+		return nil
+	}
+	args := append(append(slices.Clone(f.args), "-instance", instance, "-ready-fd", "3"), extra...)
 	p.cmd = exec.Command(f.bin, args...)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = logf
-	if err := p.cmd.Start(); err != nil {
-		_ = logf.Close()
+	p.cmd.ExtraFiles = []*os.File{readyW} // descriptor 3
+	err = p.cmd.Start()
+	_ = logf.Close() // the child has its own descriptors
+	_ = readyW.Close()
+	if err != nil {
+		_ = readyR.Close()
 		f.t.Errorf("starting worker %s: %v", instance, err)
 		return nil
 	}
-	_ = logf.Close() // the child has its own descriptor
+	go func() {
+		_, _ = io.Copy(io.Discard, readyR) // EOF: closed by the worker or at its end
+		_ = readyR.Close()
+		close(p.ready)
+	}()
 	p.pid, p.started = p.cmd.Process.Pid, time.Now()
 	f.running[p.serial] = p
 	f.all = append(f.all, p)
@@ -326,12 +345,17 @@ func (f *fleet) term(p *proc, timeout time.Duration) {
 	if p.stopped {
 		f.signalLocked(p, syscall.SIGCONT, intentNone)
 	}
-	f.signalLocked(p, syscall.SIGTERM, intentTerm)
 	f.mu.Unlock()
+	deadline := time.After(timeout)
+	select {
+	case <-p.ready:
+	case <-deadline:
+	}
+	f.signal(p, syscall.SIGTERM, intentTerm)
 	select {
 	case <-p.done:
 		return
-	case <-time.After(timeout):
+	case <-deadline:
 	}
 	f.signal(p, syscall.SIGQUIT, intentQuit)
 	select {
@@ -530,4 +554,25 @@ func (f *fleet) deadFor(instance string) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Since(last), true
+}
+
+// TestTermAtStart: a worker SIGTERMed as soon as it starts still exits 0
+// (the CI run of 4407b38 SIGTERMed one 3 ms after its start, before it
+// handled the signal, and the signal killed it).
+func TestTermAtStart(t *testing.T) {
+	c := kafkatest.New(t)
+	in := c.CreateTopic(t, "in", 1, nil)
+	out := c.CreateTopic(t, "out", 1, nil)
+	f := newFleet(t, worker(t), []string{
+		"-brokers", strings.Join(c.Brokers, ","), "-group", kafkatest.Name(t, "app"),
+		"-in", in, "-out", out, "-group-protocol", kafkatest.GroupProtocol(),
+	}, time.Now())
+	t.Cleanup(f.close)
+	for i := range 3 {
+		f.term(f.start(fmt.Sprint("w", i)), time.Minute)
+	}
+	if _, problems, _, _ := f.snapshot(); len(problems) > 0 {
+		f.logTimeline(t, 20)
+		t.Fatalf("problems: %q", problems)
+	}
 }

@@ -19,7 +19,7 @@ import (
 type fakeClient struct {
 	mu       sync.Mutex
 	fetches  []kgo.Fetches
-	polled   chan struct{} // signaled when Poll waits with nothing queued
+	fetched  chan struct{} // signaled by fetch: a waiting Poll returns it, as kgo's does
 	pipeline int
 
 	open map[*fakeTxn]bool // begun, not ended
@@ -62,7 +62,7 @@ type produced struct {
 }
 
 func newFakeClient() *fakeClient {
-	return &fakeClient{polled: make(chan struct{}, 1), pipeline: defaultPipeline, open: make(map[*fakeTxn]bool),
+	return &fakeClient{fetched: make(chan struct{}, 1), pipeline: defaultPipeline, open: make(map[*fakeTxn]bool),
 		offsets: make(map[tp]kmsg.TxnOffsetCommitRequestTopicPartition), paused: make(map[tp]bool)}
 }
 
@@ -72,8 +72,12 @@ func (c *fakeClient) fetch(topic string, partition int32, recs ...*kgo.Record) {
 		r.Topic, r.Partition = topic, partition
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.fetches = append(c.fetches, fetchesOf(topic, partition, recs))
+	c.mu.Unlock()
+	select {
+	case c.fetched <- struct{}{}:
+	default:
+	}
 }
 
 func fetchesOf(topic string, partition int32, recs []*kgo.Record) kgo.Fetches {
@@ -81,20 +85,27 @@ func fetchesOf(topic string, partition int32, recs []*kgo.Record) kgo.Fetches {
 }
 
 func (c *fakeClient) Poll(ctx context.Context, _ int) kgo.Fetches {
-	c.mu.Lock()
-	if len(c.fetches) > 0 {
-		fs := c.fetches[0]
-		c.fetches = c.fetches[1:]
+	for {
+		c.mu.Lock()
+		if len(c.fetches) > 0 {
+			fs := c.fetches[0]
+			c.fetches = c.fetches[1:]
+			c.mu.Unlock()
+			return fs
+		}
 		c.mu.Unlock()
-		return fs
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.fetched:
+		}
 	}
-	c.mu.Unlock()
-	select {
-	case c.polled <- struct{}{}:
-	default:
-	}
-	<-ctx.Done()
-	return nil
+}
+
+func (c *fakeClient) commitCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.commits
 }
 
 func (c *fakeClient) AllowRebalance() {}

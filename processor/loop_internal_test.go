@@ -550,11 +550,23 @@ func TestLoopRunPipelines(t *testing.T) {
 				return copyToOutput(ctx, r, out)
 			}, WithTransactionPipeline(pipeline), WithCommitInterval(5*time.Millisecond))
 			h.c.pipeline, h.c.commitDelay = pipeline, 3*time.Millisecond
-			const n, sessions = 3000, 17
-			for from := int64(0); from < n; from += 50 {
-				h.c.fetch("in", 0, records(from, from+50, sessions)...)
-			}
 			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// The input comes in 60 fetches, four more after each commit:
+			// at least 15 transactions however fast the loop runs (in CI
+			// under load, all at once came to only 10).
+			const n, sessions, fetch, perCommit = 3000, 17, 50, 4
+			go func() {
+				for from := int64(0); from < n; from += fetch {
+					for h.c.commitCount() < int(from/fetch)/perCommit {
+						if ctx.Err() != nil {
+							return
+						}
+						time.Sleep(time.Millisecond)
+					}
+					h.c.fetch("in", 0, records(from, from+fetch, sessions)...)
+				}
+			}()
 			done := make(chan error, 1)
 			go func() { done <- h.l.run(ctx) }()
 			require.Eventually(t, func() bool {
@@ -572,7 +584,7 @@ func TestLoopRunPipelines(t *testing.T) {
 				}
 				require.Equal(t, want, out[fmt.Sprintf("s%d", s)], "session s%d: each output once, in order", s)
 			}
-			require.Greater(t, h.c.commits, 10, "the input spread over many transactions")
+			require.GreaterOrEqual(t, h.c.commits, n/fetch/perCommit, "the input spread over many transactions")
 		})
 	}
 }

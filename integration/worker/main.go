@@ -10,7 +10,9 @@
 //
 // Signals: SIGTERM or SIGINT cancels Run, which finishes in-flight records,
 // commits and returns; the process then exits 0. SIGQUIT is left to the Go
-// runtime: it prints every goroutine's stack to stderr and exits 2.
+// runtime: it prints every goroutine's stack to stderr and exits 2. With
+// -ready-fd N the worker closes descriptor N once SIGTERM and SIGINT stop it
+// cleanly; before that they kill it.
 //
 // Exit codes: 0 clean stop; 1 Run failed (the error is on stderr); 2 bad
 // flags or options; 3 fenced by a newer instance with the same instance ID
@@ -71,6 +73,7 @@ type flags struct {
 	maxVersion, groupProtocol              string
 	stateDir                               string
 	positionGuard                          bool
+	readyFD                                int
 }
 
 func parseFlags(args []string) (flags, error) {
@@ -97,6 +100,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.kgoLogLevel, "kgo-log-level", "none", "franz-go client log level: none, error, warn, info, debug")
 	fs.StringVar(&f.stateDir, "state-dir", "", "stateful mode: keep a per-session record count in a state store under a new directory in this one, and put the count before each record into its output's "+HeaderStateCount+" header (empty: stateless copy)")
 	fs.BoolVar(&f.positionGuard, "position-guard", false, "processor.WithPositionGuard: keep the committed positions in a position log too and resume from it when the group serves an older one")
+	fs.IntVar(&f.readyFD, "ready-fd", 0, "an inherited descriptor the worker closes once SIGTERM and SIGINT stop it cleanly, so that a harness does not signal it before (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -118,6 +122,12 @@ func run() int {
 			fmt.Fprintln(os.Stderr, "worker:", err)
 		}
 		return exitUsage
+	}
+	// Before anything slow: until here SIGTERM kills the process.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if f.readyFD > 0 {
+		_ = os.NewFile(uintptr(f.readyFD), "ready").Close()
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -199,8 +209,6 @@ func run() int {
 		return exitUsage
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	started := time.Now()
 	runErr := p.Run(ctx)
 
