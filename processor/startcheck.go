@@ -190,6 +190,9 @@ type dialErrors struct {
 }
 
 func (d *dialErrors) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if ownEnd(err) {
+		return
+	}
 	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -200,9 +203,19 @@ func (d *dialErrors) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _
 }
 
 func (d *dialErrors) noteRequest(err error) {
+	if ownEnd(err) {
+		return
+	}
 	d.mu.Lock()
 	d.req = err
 	d.mu.Unlock()
+}
+
+// ownEnd reports whether err is the check's own deadline or Run's stop,
+// which say nothing about the brokers: a stop 4 ms into the check was
+// reported as "no broker answered within 0s: context canceled".
+func ownEnd(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // any reports whether a dial or a request failed.

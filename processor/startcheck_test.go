@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,4 +158,41 @@ func TestStartAdvertisedUnreachable(t *testing.T) {
 	err := runBounded(t, 3*time.Second, pl.opts("i1", copyHandler)...)
 	require.ErrorIs(t, err, processor.ErrBrokersUnreachable)
 	require.ErrorContains(t, err, "processor: no broker answered: the seed brokers answer but none of the brokers they advertise does (check advertised.listeners): broker 0 at 127.0.0.1:1: ")
+}
+
+// TestStopDuringStartCheck: a Run whose context ends while the start check
+// waits for the brokers' answer returns nil, as on any stop: the brokers
+// did not fail (a worker SIGTERMed 4 ms after its start returned "no
+// broker answered within 0s: context canceled").
+func TestStopDuringStartCheck(t *testing.T) {
+	if kafkatest.Real() {
+		t.Skip("holds the embedded cluster's answer")
+	}
+	c := kafkatest.New(t)
+	in := c.CreateTopic(t, "in", 1, nil)
+	out := c.CreateTopic(t, "out", 1, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var held atomic.Bool
+	release := make(chan struct{})
+	c.Fake.ControlKey(kmsg.Metadata.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		for _, rt := range kr.(*kmsg.MetadataRequest).Topics {
+			// The start check's question names the input; the stop
+			// comes while its answer is held.
+			if rt.Topic != nil && *rt.Topic == in && held.CompareAndSwap(false, true) {
+				cancel()
+				c.Fake.SleepControl(func() { <-release })
+			}
+		}
+		return nil, nil, false
+	})
+	p, err := processor.New(processor.WithBrokers(c.Brokers...), processor.WithGroup(kafkatest.Name(t, "app")),
+		processor.WithInstanceID("i1"), processor.WithInputTopics(in), processor.WithOutputTopic(out),
+		processor.WithHandler(copyHandler), processor.WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	err = p.Run(ctx)
+	close(release)
+	require.NoError(t, err)
+	require.True(t, held.Load(), "the start check's question was not seen")
 }
