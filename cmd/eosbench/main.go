@@ -108,7 +108,13 @@ func runPhases(ctx context.Context, phs []bench.Config, o options, reg *promethe
 		return nil, err
 	}
 	defer env.Close()
-	r := &bench.Runner{Env: env, Log: log, Stderr: stderr, WorkerStderr: stderr, WorkerArgs: []string{"-log-level", o.logLevel}, ClientLogLevel: o.clientLog}
+	// Workers log at info at least, into their log files (kept when a
+	// run fails); stderr gets their lines at -log-level and above.
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(o.logLevel)) // checked by newLogger
+	workerLevel := min(level, slog.LevelInfo)
+	r := &bench.Runner{Env: env, Log: log, Stderr: stderr, WorkerStderr: stderr, WorkerStderrLevel: level,
+		WorkerArgs: []string{"-log-level", workerLevel.String()}, ClientLogLevel: o.clientLog}
 	if reg != nil {
 		r.Metrics = reg
 	}

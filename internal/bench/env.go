@@ -34,6 +34,8 @@ type Env struct {
 	adm    *kadm.Client
 	prefix string
 	keep   bool
+	// failed: a run failed, and keep was set for its evidence.
+	failed bool
 	log    *slog.Logger
 
 	// coordinatorsWarm is set once a warm-up has committed a transaction
@@ -114,6 +116,15 @@ func (e *Env) Topic(ctx context.Context, suffix string, partitions int) (string,
 	return name, nil
 }
 
+// keepForEvidence keeps every topic and group of the invocation, whatever
+// -keep says: a run failed, and they are its evidence.
+func (e *Env) keepForEvidence() {
+	e.keep, e.failed = true, true
+}
+
+// Prefix starts the name of every topic and group the Env makes.
+func (e *Env) Prefix() string { return e.prefix }
+
 // track has Close delete a topic created by someone else (a changelog).
 func (e *Env) track(topic string) {
 	e.mu.Lock()
@@ -167,6 +178,8 @@ func (e *Env) Close() {
 			}
 		}
 		cancel()
+	} else if e.failed && !e.Fake {
+		e.log.Warn("a run failed: keeping the topics and groups of this invocation as its evidence", "prefix", e.prefix)
 	} else {
 		e.log.Info("keeping topics and groups", "prefix", e.prefix)
 	}

@@ -59,7 +59,7 @@ func (t *trial) prepareJVM(ctx context.Context) (*workerSet, error) {
 	command := func(job Job, held bool) *exec.Cmd {
 		return jvmCommand(app, cp, job, threads, t.cfg.Sessions, held, verbose)
 	}
-	ws, err := startWorkerSet(command, true, n, t.job, t.r.WorkerStderr, t.r.Log)
+	ws, err := startWorkerSet(command, true, n, t.job, t.workerLogs(), t.r.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func (t *trial) startPipeline(ctx context.Context, prepared *workerSet) (running
 		return prepared, nil
 	}
 	if t.cfg.Workers > 0 {
-		return startWorkers(t.r.WorkerExe, t.r.WorkerArgs, t.cfg.Workers, t.job, t.r.WorkerStderr, t.r.Log)
+		return startWorkers(t.r.WorkerExe, t.r.WorkerArgs, t.cfg.Workers, t.job, t.workerLogs(), t.r.Log)
 	}
 	p, err := newPipeline(t.job, t.r.Log)
 	if err != nil {

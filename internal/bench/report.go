@@ -194,6 +194,9 @@ func notes(pr *message.Printer, w io.Writer, who string, r Result) {
 	if r.Failure != "" {
 		fmt.Fprintf(w, "%s: FAIL: %s\n", who, r.Failure)
 	}
+	if r.Evidence != nil {
+		writeEvidence(w, who, r.Evidence)
+	}
 }
 
 // WriteHistograms writes each result's latency distribution in

@@ -79,6 +79,9 @@ type Result struct {
 	DupsInjected int     `json:"duplicates_injected,omitempty"`
 	DupsSkipped  *int64  `json:"duplicates_skipped,omitempty"`
 
+	// Evidence is what a failed run leaves for its diagnosis.
+	Evidence *Evidence `json:"evidence,omitempty"`
+
 	hist            *hdrhistogram.Histogram
 	stateDLQ        int  // dead letters of records that found their state out of step
 	statefulIgnored bool // -stateful asked of a mode without state

@@ -30,6 +30,9 @@ type Runner struct {
 	// level).
 	WorkerArgs   []string
 	WorkerStderr io.Writer
+	// WorkerStderrLevel: worker log lines below it go to the worker's
+	// log file only (see Evidence), not to WorkerStderr.
+	WorkerStderrLevel slog.Level
 	// Stderr, when set, gets one line per phase saying what its warm-up
 	// took.
 	Stderr io.Writer
@@ -40,6 +43,9 @@ type Runner struct {
 	// ClientLogLevel is how much of franz-go's own log onceflow modes
 	// pass to Log (processor.WithClientLogLevel).
 	ClientLogLevel slog.Level
+	// BeforeVerify, when set, runs after each run's pipeline stopped and
+	// before its output is read back: a test plants a fault there.
+	BeforeVerify func(ctx context.Context, job Job) error
 
 	jvm jvmBuilds // the JVM modes' programs, built on first use
 }
@@ -197,12 +203,18 @@ func (r *Runner) runTrial(ctx context.Context, t *trial) (Result, error) {
 	if err := t.run(ctx); err != nil {
 		return *res, err
 	}
+	if r.BeforeVerify != nil {
+		if err := r.BeforeVerify(ctx, t.job); err != nil {
+			return *res, err
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	rep, stateDLQ, err := verifyOutput(rctx, r.Env.Brokers, r.Env.opts, t.job.Output, t.job.DLQ, res.Messages)
+	ch, stateDLQ, err := verifyOutput(rctx, r.Env.Brokers, r.Env.opts, t.job.Output, t.job.DLQ, res.Messages, -1)
 	if err != nil {
 		return *res, err
 	}
+	rep := ch.Report()
 	if res.Stateful {
 		res.stateDLQ = stateDLQ
 		if res.StateViolations, err = verifyState(rctx, r.Env.Brokers, r.Env.opts, changelogTopic(t.job.Group, t.job.Input), res.Messages, cfg.Sessions); err != nil {
@@ -215,33 +227,44 @@ func (r *Runner) runTrial(ctx context.Context, t *trial) (Result, error) {
 		res.DupsSkipped = &n
 	}
 	res.judge(rep, t.failure)
+	if res.Failed() {
+		res.Evidence = t.gatherEvidence(rctx, ch)
+	}
 	r.Log.Info("run finished", "scenario", cfg.Scenario, "mode", mode, "run", res.Run, "verdict", res.Verdict, "report", rep.String())
 	return *res, nil
 }
 
 // verifyOutput reads the committed output back and checks it against
-// inputs 0..n-1. It also counts the dead letters of records that found
-// their session's state out of step.
-func verifyOutput(ctx context.Context, brokers []string, opts []kgo.Opt, output, dlq string, n int) (verify.Report, int, error) {
+// inputs 0..n-1, keeping where the copies of input watch are (-1: none).
+// It also counts the dead letters of records that found their session's
+// state out of step.
+func verifyOutput(ctx context.Context, brokers []string, opts []kgo.Opt, output, dlq string, n int, watch int64) (*verify.Checker, int, error) {
 	recs, err := readback.ReadCommittedWith(ctx, brokers, opts, output, dlq)
 	if err != nil {
-		return verify.Report{}, 0, fmt.Errorf("reading the output back: %w", err)
+		return nil, 0, fmt.Errorf("reading the output back: %w", err)
 	}
 	stateDLQ := 0
 	ch := verify.NewChecker(n)
+	if watch >= 0 {
+		ch.Watch(uint64(watch))
+	}
 	for _, rec := range recs {
 		p, err := verify.Decode(rec.Value)
-		switch {
-		case err != nil:
+		if err != nil {
 			ch.Malformed()
-		case rec.Topic == dlq:
+			continue
+		}
+		o := verify.Observed{Session: string(rec.Key), Payload: p, Where: verify.Copy{
+			Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, ProducerID: rec.ProducerID, ProducerEpoch: rec.ProducerEpoch,
+		}}
+		if rec.Topic == dlq {
 			if stateDeadLetter(rec) {
 				stateDLQ++
 			}
-			ch.DeadLetter(verify.Observed{Session: string(rec.Key), Payload: p})
-		default:
-			ch.Output(verify.Observed{Session: string(rec.Key), Payload: p})
+			ch.DeadLetter(o)
+		} else {
+			ch.Output(o)
 		}
 	}
-	return ch.Report(), stateDLQ, nil
+	return ch, stateDLQ, nil
 }

@@ -28,6 +28,9 @@ type trial struct {
 	stateDir string
 	// dedupeDir likewise holds the dedupe stores (-dup-rate).
 	dedupeDir string
+	// logDir holds each worker's log (subprocess and JVM modes): kept
+	// when the run fails, removed by cleanup otherwise.
+	logDir string
 
 	cpuRounds int // the phase's calibration of Config.HandlerCPU
 
@@ -113,6 +116,12 @@ func (t *trial) setup(ctx context.Context, base string) error {
 	if cfg.Workers > 0 {
 		t.job.SessionTimeout = workerSessionTimeout
 	}
+	if cfg.Workers > 0 || t.res.Mode.jvm() {
+		t.logDir = filepath.Join(os.TempDir(), env.Name(base+"-logs"))
+		if err := os.MkdirAll(t.logDir, 0o755); err != nil {
+			return fmt.Errorf("creating the worker log directory: %w", err)
+		}
+	}
 	if cfg.Stateful && t.res.Mode.onceflow() {
 		if t.stateDir, err = os.MkdirTemp("", "eosbench-state-"); err != nil {
 			return err
@@ -143,9 +152,19 @@ func (t *trial) ownTopics() []string {
 	return out
 }
 
-// cleanup removes the run's state directories.
+// workerLogs is where the run's workers write their logs.
+func (t *trial) workerLogs() workerLogs {
+	return workerLogs{stderr: t.r.WorkerStderr, level: t.r.WorkerStderrLevel, dir: t.logDir}
+}
+
+// cleanup removes the run's state directories, and its worker logs unless
+// it failed (they are its evidence).
 func (t *trial) cleanup() {
-	for _, dir := range []string{t.stateDir, t.dedupeDir} {
+	dirs := []string{t.stateDir, t.dedupeDir}
+	if !t.res.Failed() {
+		dirs = append(dirs, t.logDir)
+	}
+	for _, dir := range dirs {
 		if dir == "" {
 			continue
 		}

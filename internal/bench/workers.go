@@ -61,6 +61,12 @@ type workerSet struct {
 	job    Job
 	log    *slog.Logger
 	stderr io.Writer
+	// stderrLevel: a worker's log lines below it go to its log file
+	// only, not to stderr.
+	stderrLevel slog.Level
+	// logDir, when set, gets each instance's whole log (stderr), in
+	// <instance ID>.log, appended across its restarts.
+	logDir string
 
 	mu         sync.Mutex
 	procs      []*workerProc
@@ -75,6 +81,8 @@ type workerProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser // closing it asks the worker to stop
 	stdout *workerStdout
+	log    *os.File     // its log file; nil without a logDir
+	filter *levelFilter // its stderr copy; nil without stderr
 	exited chan struct{}
 	killed bool // by us: not an unexpected exit
 }
@@ -123,19 +131,29 @@ func goWorkerCommand(exe string, args []string) func(Job, bool) *exec.Cmd {
 	}
 }
 
-func startWorkers(exe string, args []string, n int, job Job, stderr io.Writer, log *slog.Logger) (*workerSet, error) {
-	return startWorkerSet(goWorkerCommand(exe, args), false, n, job, stderr, log)
+// workerLogs is where a worker set's output goes: every line to a file per
+// instance in dir (when set), the lines at level or above (and those of
+// no slog level) to stderr as well.
+type workerLogs struct {
+	stderr io.Writer
+	level  slog.Level
+	dir    string
+}
+
+func startWorkers(exe string, args []string, n int, job Job, logs workerLogs, log *slog.Logger) (*workerSet, error) {
+	return startWorkerSet(goWorkerCommand(exe, args), false, n, job, logs, log)
 }
 
 // startWorkerSet starts n workers of job, each built by command; with
 // hold, they wait for release once ready (see awaitReady).
-func startWorkerSet(command func(Job, bool) *exec.Cmd, hold bool, n int, job Job, stderr io.Writer, log *slog.Logger) (*workerSet, error) {
+func startWorkerSet(command func(Job, bool) *exec.Cmd, hold bool, n int, job Job, logs workerLogs, log *slog.Logger) (*workerSet, error) {
+	stderr := logs.stderr
 	if stderr != nil {
 		// Each worker's stderr is copied by a goroutine of its own: a
 		// writer that is not a file (a test's buffer) needs a lock.
 		stderr = &lockedWriter{w: stderr}
 	}
-	ws := &workerSet{command: command, hold: hold, job: job, log: log, stderr: stderr, procs: make([]*workerProc, n)}
+	ws := &workerSet{command: command, hold: hold, job: job, log: log, stderr: stderr, stderrLevel: logs.level, logDir: logs.dir, procs: make([]*workerProc, n)}
 	for i := range n {
 		if err := ws.start(i); err != nil {
 			ws.stop(10 * time.Second)
@@ -208,7 +226,9 @@ func (ws *workerSet) start(i int) error {
 		p.cmd.Env = append(os.Environ(), clientsec.PasswordEnv+"="+password)
 	}
 	p.cmd.Stdout = p.stdout
-	p.cmd.Stderr = ws.stderr
+	if err := ws.connectLog(p, job.InstanceID); err != nil {
+		return err
+	}
 	// The worker stops when its stdin closes: on our request, or when
 	// this process dies, so that no worker outlives its benchmark.
 	var err error
@@ -216,7 +236,11 @@ func (ws *workerSet) start(i int) error {
 		return err
 	}
 	if err := p.cmd.Start(); err != nil {
+		p.closeLog()
 		return fmt.Errorf("starting worker %s: %w", job.InstanceID, err)
+	}
+	if p.log != nil {
+		fmt.Fprintf(p.log, "eosbench: worker %s started, pid %d, at %s\n", job.InstanceID, p.cmd.Process.Pid, time.Now().Format(time.RFC3339Nano))
 	}
 	ws.procs[i] = p
 	ws.wg.Add(1)
@@ -229,6 +253,10 @@ func (ws *workerSet) start(i int) error {
 func (ws *workerSet) watch(i int, p *workerProc) {
 	defer ws.wg.Done()
 	err := p.cmd.Wait()
+	if p.log != nil {
+		fmt.Fprintf(p.log, "eosbench: worker exited at %s: %v (killed by eosbench: %t)\n", time.Now().Format(time.RFC3339Nano), err, p.isKilled(&ws.mu))
+	}
+	p.closeLog()
 	close(p.exited)
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -330,6 +358,97 @@ func (ws *workerSet) restarts() (kills, unexpected int) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	return ws.kills, ws.unexpected
+}
+
+// connectLog sends p's stderr to its instance's log file and, filtered by
+// level, to the set's stderr.
+func (ws *workerSet) connectLog(p *workerProc, instance string) error {
+	var outs []io.Writer
+	if ws.stderr != nil {
+		p.filter = &levelFilter{w: ws.stderr, min: ws.stderrLevel}
+		outs = append(outs, p.filter)
+	}
+	if ws.logDir != "" {
+		f, err := os.OpenFile(filepath.Join(ws.logDir, instance+".log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("opening worker %s's log: %w", instance, err)
+		}
+		p.log = f
+		outs = append(outs, f)
+	}
+	switch len(outs) {
+	case 0:
+	case 1:
+		p.cmd.Stderr = outs[0]
+	default:
+		p.cmd.Stderr = io.MultiWriter(outs...)
+	}
+	return nil
+}
+
+// closeLog ends p's output: a last line without its newline still
+// reaches stderr.
+func (p *workerProc) closeLog() {
+	if p.filter != nil && len(p.filter.part) > 0 {
+		_, _ = p.filter.w.Write(append(p.filter.part, '\n'))
+		p.filter.part = nil
+	}
+	if p.log != nil {
+		_ = p.log.Close()
+	}
+}
+
+func (p *workerProc) isKilled(mu *sync.Mutex) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	return p.killed
+}
+
+// levelFilter passes on the lines of one worker's slog text output at min
+// or above, and every line without a level (a panic, a JVM's output).
+// One per worker: it holds back a partial line until its end arrives.
+type levelFilter struct {
+	w    io.Writer
+	min  slog.Level
+	part []byte
+}
+
+func (f *levelFilter) Write(b []byte) (int, error) {
+	f.part = append(f.part, b...)
+	for {
+		i := bytes.IndexByte(f.part, '\n')
+		if i < 0 {
+			break
+		}
+		line := f.part[:i+1]
+		if f.pass(line) {
+			if _, err := f.w.Write(line); err != nil {
+				return len(b), err
+			}
+		}
+		f.part = f.part[i+1:]
+	}
+	if len(f.part) == 0 {
+		f.part = nil // let the buffer go
+	}
+	return len(b), nil
+}
+
+func (f *levelFilter) pass(line []byte) bool {
+	const key = " level="
+	i := bytes.Index(line, []byte(key))
+	if i < 0 {
+		return true
+	}
+	tok := line[i+len(key):]
+	if j := bytes.IndexAny(tok, " \n"); j >= 0 {
+		tok = tok[:j]
+	}
+	var l slog.Level
+	if err := l.UnmarshalText(tok); err != nil {
+		return true
+	}
+	return l >= f.min
 }
 
 // lockedWriter serializes writes to w.

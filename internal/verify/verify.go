@@ -53,6 +53,22 @@ func Decode(b []byte) (Payload, error) {
 type Observed struct {
 	Session string
 	Payload Payload
+	Where   Copy // where it was read; optional, for Checker.Watch
+}
+
+// Copy is where an output or dead-letter record sits and which
+// transaction wrote it: what a failed run's report names, so that the
+// copies of a duplicated input can be found and read again.
+type Copy struct {
+	Topic         string `json:"topic"`
+	Partition     int32  `json:"partition"`
+	Offset        int64  `json:"offset"`
+	ProducerID    int64  `json:"producer_id"`
+	ProducerEpoch int16  `json:"producer_epoch"`
+}
+
+func (c Copy) String() string {
+	return fmt.Sprintf("%s/%d@%d (producer ID %d, epoch %d)", c.Topic, c.Partition, c.Offset, c.ProducerID, c.ProducerEpoch)
 }
 
 // Report is the verdict on a run.
@@ -82,16 +98,42 @@ type Checker struct {
 	r       Report
 	seen    []uint8 // per input ID: 1 output, 2 dead-lettered
 	lastSeq map[string]uint64
+
+	firstDup int64 // the input whose second copy came first; -1: none
+	watch    int64 // the input whose copies are kept (Watch); -1: none
+	copies   []Copy
 }
 
 // NewChecker expects inputs with IDs 0..inputs-1.
 func NewChecker(inputs int) *Checker {
-	return &Checker{r: Report{Inputs: inputs}, seen: make([]uint8, inputs), lastSeq: make(map[string]uint64)}
+	return &Checker{r: Report{Inputs: inputs}, seen: make([]uint8, inputs), lastSeq: make(map[string]uint64), firstDup: -1, watch: -1}
+}
+
+// Watch keeps where every copy of input id is read (Observed.Where), for
+// Copies. A failed run's second read-back watches its first duplicate.
+func (c *Checker) Watch(id uint64) { c.watch = int64(id) }
+
+// Copies returns where the watched input's copies were read, in the order
+// they were passed.
+func (c *Checker) Copies() []Copy { return c.copies }
+
+// FirstDuplicate returns the input whose second copy was passed first.
+func (c *Checker) FirstDuplicate() (uint64, bool) { return uint64(c.firstDup), c.firstDup >= 0 }
+
+// FirstLost returns the lowest input ID never passed.
+func (c *Checker) FirstLost() (uint64, bool) {
+	for id, s := range c.seen {
+		if s == 0 {
+			return uint64(id), true
+		}
+	}
+	return 0, false
 }
 
 // Output records one committed output.
 func (c *Checker) Output(o Observed) {
 	c.r.Outputs++
+	c.keep(o)
 	if !c.mark(o.Payload.ID, 1) {
 		return
 	}
@@ -108,7 +150,14 @@ func (c *Checker) Output(o Observed) {
 // records leave their session's order by design.
 func (c *Checker) DeadLetter(o Observed) {
 	c.r.DLQ++
+	c.keep(o)
 	c.mark(o.Payload.ID, 2)
+}
+
+func (c *Checker) keep(o Observed) {
+	if c.watch >= 0 && o.Payload.ID == uint64(c.watch) {
+		c.copies = append(c.copies, o.Where)
+	}
 }
 
 // Malformed records a value that holds no payload.
@@ -122,6 +171,9 @@ func (c *Checker) mark(id uint64, how uint8) bool {
 	}
 	if c.seen[id] != 0 {
 		c.r.Duplicates++
+		if c.firstDup < 0 {
+			c.firstDup = int64(id)
+		}
 		return false
 	}
 	c.seen[id] = how

@@ -10,11 +10,11 @@ import (
 func TestChecker(t *testing.T) {
 	at := time.Unix(0, 12345)
 	c := NewChecker(5)
-	c.Output(Observed{"a", Payload{ID: 0, Seq: 0, ProducedAt: at}})
-	c.Output(Observed{"a", Payload{ID: 2, Seq: 2}})
-	c.Output(Observed{"a", Payload{ID: 1, Seq: 1}}) // out of order
-	c.Output(Observed{"b", Payload{ID: 3, Seq: 0}})
-	c.Output(Observed{"b", Payload{ID: 3, Seq: 0}}) // duplicate
+	c.Output(Observed{Session: "a", Payload: Payload{ID: 0, Seq: 0, ProducedAt: at}})
+	c.Output(Observed{Session: "a", Payload: Payload{ID: 2, Seq: 2}})
+	c.Output(Observed{Session: "a", Payload: Payload{ID: 1, Seq: 1}}) // out of order
+	c.Output(Observed{Session: "b", Payload: Payload{ID: 3, Seq: 0}})
+	c.Output(Observed{Session: "b", Payload: Payload{ID: 3, Seq: 0}}) // duplicate
 	r := c.Report()
 	require.Equal(t, Report{Inputs: 5, Outputs: 5, Duplicates: 1, Lost: 1, OrderViolations: 1}, r)
 	require.False(t, r.ExactlyOnce())
@@ -24,4 +24,27 @@ func TestChecker(t *testing.T) {
 	require.Equal(t, Payload{ID: 7, Seq: 3, ProducedAt: at}, p)
 	_, err = Decode([]byte("short"))
 	require.ErrorIs(t, err, ErrShortPayload)
+}
+
+// TestCheckerNames checks what a failed run's report names: the first
+// duplicated input, where each of its copies was read, the first lost one.
+func TestCheckerNames(t *testing.T) {
+	c := NewChecker(4)
+	_, ok := c.FirstDuplicate()
+	require.False(t, ok)
+	first := Copy{Topic: "out", Partition: 3, Offset: 10, ProducerID: 7, ProducerEpoch: 1}
+	second := Copy{Topic: "out", Partition: 3, Offset: 90, ProducerID: 8, ProducerEpoch: 0}
+	c.Watch(2)
+	c.Output(Observed{Session: "a", Payload: Payload{ID: 2}, Where: first})
+	c.Output(Observed{Session: "b", Payload: Payload{ID: 0}})
+	c.Output(Observed{Session: "a", Payload: Payload{ID: 2, Seq: 0}, Where: second})
+	c.DeadLetter(Observed{Session: "b", Payload: Payload{ID: 0}})
+	id, ok := c.FirstDuplicate()
+	require.True(t, ok)
+	require.Equal(t, uint64(2), id)
+	require.Equal(t, []Copy{first, second}, c.Copies())
+	lost, ok := c.FirstLost()
+	require.True(t, ok)
+	require.Equal(t, uint64(1), lost)
+	require.Equal(t, "out/3@90 (producer ID 8, epoch 0)", second.String())
 }
