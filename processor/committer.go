@@ -45,6 +45,9 @@ type committer struct {
 
 	open   *transaction
 	ending *ending // nil while no end runs
+	// budget bounds the bytes each transaction takes in (its limit is
+	// set when it opens); takeCommit adapts it to each end's time.
+	budget txnBudget
 }
 
 // ending is a transaction whose end runs.
@@ -64,8 +67,8 @@ type endResult struct {
 	err                      error
 }
 
-func newCommitter(s txnClient, cfg *config, m *metrics, ctx context.Context, wake func()) *committer {
-	c := &committer{s: s, cfg: cfg, m: m, ctx: ctx, wake: wake}
+func newCommitter(s txnClient, cfg *config, m *metrics, budget txnBudget, ctx context.Context, wake func()) *committer {
+	c := &committer{s: s, cfg: cfg, m: m, budget: budget, ctx: ctx, wake: wake}
 	c.gateCtx, c.stopGate = context.WithCancel(ctx)
 	c.open = c.newTransaction(nil)
 	return c
@@ -74,7 +77,7 @@ func newCommitter(s txnClient, cfg *config, m *metrics, ctx context.Context, wak
 // newTransaction builds a transaction whose records wait for after (nil:
 // none).
 func (c *committer) newTransaction(after <-chan struct{}) *transaction {
-	t := &transaction{s: c.s, cfg: c.cfg, ctx: c.ctx, clNext: make(map[tp]int64),
+	t := &transaction{s: c.s, cfg: c.cfg, ctx: c.ctx, limit: c.budget.limit, clNext: make(map[tp]int64),
 		flushed: make(chan struct{}), ended: make(chan struct{})}
 	t.gate = openGate{send: t.send, flush: t.flush, wake: c.wake, ctx: c.gateCtx, wg: &c.gates, after: after}
 	return t

@@ -69,3 +69,11 @@ func (q *completionQueue) take(into []*item) []*item {
 	q.mu.Unlock()
 	return into
 }
+
+// requeue puts items taken but not handled back at the head of the queue,
+// before any pushed since: they keep their order.
+func (q *completionQueue) requeue(items []*item) {
+	q.mu.Lock()
+	q.items = append(append(make([]*item, 0, len(items)+len(q.items)), items...), q.items...)
+	q.mu.Unlock()
+}

@@ -35,6 +35,8 @@ type fakeClient struct {
 	commitDelay time.Duration // each Commit's offset commit and EndTxn
 
 	outputs []*kgo.Record // records of committed transactions, in commit order
+	// txnBytes are the bytes of each committed transaction's records.
+	txnBytes []int64
 	offsets map[tp]kmsg.TxnOffsetCommitRequestTopicPartition
 	// violations are what the pipeline's invariants forbid, as the fake
 	// saw them: a record produced while another transaction's records
@@ -227,9 +229,12 @@ func (t *fakeTxn) Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommit
 		c.aborts++
 		return false, nil
 	}
+	var bytes int64
 	for _, p := range t.records {
 		c.outputs = append(c.outputs, p.r)
+		bytes += recordBytes(p.r)
 	}
+	c.txnBytes = append(c.txnBytes, bytes)
 	for _, tt := range req.Topics {
 		for _, p := range tt.Partitions {
 			c.offsets[tp{tt.Topic, p.Partition}] = p

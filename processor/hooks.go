@@ -22,6 +22,9 @@ type testHooks struct {
 	topicWatch time.Duration
 	// lagRefresh, if set, replaces lagRefreshInterval (metrics.go).
 	lagRefresh time.Duration
+	// txnBudget, if set, fixes each transaction's budget at this many
+	// bytes (txnbudget.go).
+	txnBudget int64
 }
 
 // hooksOpt is an Opt that sets test hooks rather than configuration.

@@ -58,7 +58,12 @@ type lifetime struct {
 func (l *lifetime) connect(s txnClient) (closeCommitter func()) {
 	l.s = s
 	l.ps.s = s
-	l.c = newCommitter(s, l.cfg, l.p.metrics, l.produceCtx, l.r.comps.notify)
+	budget := newTxnBudget(l.cfg.txnTimeout)
+	if b := l.p.hooks.txnBudget; b > 0 {
+		budget = txnBudget{limit: b, min: b, max: b, target: budget.target}
+	}
+	l.c = newCommitter(s, l.cfg, l.p.metrics, budget, l.produceCtx, l.r.comps.notify)
+	l.p.metrics.setTxnBudget(budget.limit)
 	return l.c.close
 }
 
@@ -84,6 +89,9 @@ func (l *lifetime) run(ctx context.Context) error {
 		}
 		if err := l.ps.drain(l.c.open, l.now); err != nil {
 			return err
+		}
+		if l.c.open.filled {
+			l.saturated = true
 		}
 		if err := l.ps.checkStuck(l.c.open, l.now); err != nil {
 			return err
@@ -129,10 +137,35 @@ func (l *lifetime) run(ctx context.Context) error {
 }
 
 // commitDue reports whether the open transaction should commit now: its
-// schedule says so, and its first record is acknowledged, or has been out
-// for a quarter of the transaction timeout (see openGate.holding).
+// schedule says so, it is at its budget, or it has been open a quarter of
+// the transaction timeout (it must end well before the coordinator aborts
+// it); and its first record is acknowledged, or has been out for a quarter
+// of the transaction timeout (see openGate.holding).
 func (l *lifetime) commitDue(now time.Time) bool {
-	return l.sched.due(now, l.c.open.used) && !l.c.awaitingFirstRecord(now)
+	t := l.c.open
+	due := l.sched.due(now, t.used) || t.filled || t.age(now) >= l.cfg.txnTimeout/4
+	return due && !l.c.awaitingFirstRecord(now)
+}
+
+// dueBy is when the open transaction's commit falls due (see commitDue):
+// the poll waits no longer.
+func (l *lifetime) dueBy() time.Time {
+	t := l.c.open
+	if t.filled {
+		return time.Now() // due now, or when the running end wakes the poll
+	}
+	by := l.sched.next(t.used)
+	if since, ok := t.began(); ok {
+		by = minTime(by, since.Add(l.cfg.txnTimeout/4))
+	}
+	return by
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // poll fetches up to the free buffer room, waiting until the next commit
@@ -145,7 +178,7 @@ func (l *lifetime) commitDue(now time.Time) bool {
 func (l *lifetime) poll(ctx context.Context) error {
 	n := l.ps.count()
 	room := min(l.cfg.maxBuffer-l.ps.buffered(), 4*l.cfg.maxPartitionBuffer*max(1, l.ps.fetching(n)), l.ps.queueShare(n))
-	deadline := l.sched.next(l.c.open.used)
+	deadline := l.dueBy()
 	if now := time.Now(); l.c.ending != nil || l.c.awaitingFirstRecord(now) {
 		// No commit before the running end is over, nor before the
 		// first record's acknowledgement; both wake the poll: wait for
@@ -158,8 +191,8 @@ func (l *lifetime) poll(ctx context.Context) error {
 	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	l.r.comps.pollWake.Store(&cancel)
-	if l.r.comps.pending() || l.c.open.gate.ready() || l.c.done() {
-		cancel() // woken before the wake was armed: do not wait
+	if l.r.comps.pending() && !l.c.open.filled || l.c.open.gate.ready() || l.c.done() {
+		cancel() // woken before the wake was armed: do not wait (completions wait while the transaction is full)
 	}
 	var fs kgo.Fetches
 	if room > 0 {
@@ -347,6 +380,8 @@ func (l *lifetime) takeCommit(ctx context.Context, wait bool) error {
 		p.doneSinceCommit -= pl.doneBefore // what finished while it ended belongs to the next
 	}
 	took := time.Since(e.began)
+	l.c.budget.ended(e.t.filled, took)
+	l.p.metrics.setTxnBudget(l.c.budget.limit)
 	l.p.stats.commits.Record(took)
 	e.t.settle(&l.p.stats)
 	l.cfg.logger.Debug("committed", "took", took)

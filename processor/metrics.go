@@ -27,6 +27,7 @@ type metrics struct {
 	commitLatency  prometheus.Histogram
 	commitInterval prometheus.Histogram
 	commitFloor    prometheus.Gauge
+	txnBudget      prometheus.Gauge
 	commitStage    *prometheus.HistogramVec
 	txnsInFlight   prometheus.Gauge
 	lastCommit     time.Time // the previous commit's start; loop-owned
@@ -59,6 +60,10 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		commitFloor: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "commit_floor_seconds", ConstLabels: constLabels,
 			Help: "The shortest time from a commit's end to the next commit's start as the load sets it now (WithMinCommitInterval up to WithCommitInterval).",
+		}),
+		txnBudget: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "transaction_budget_bytes", ConstLabels: constLabels,
+			Help: "The bytes of records a transaction takes in before it commits, as the pace of its ends sets it now (halved after an end slower than a fifth of the transaction timeout).",
 		}),
 		commitStage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: metricsNamespace, Name: "commit_stage_duration_seconds", ConstLabels: constLabels,
@@ -94,7 +99,7 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		}, func() float64 { return float64(v()) })
 	}
 	cs := []prometheus.Collector{
-		m.commitLatency, m.commitInterval, m.commitFloor, m.commitStage, m.txnsInFlight, m.inFlight, m.buffered, m.oldestAge, m.lag,
+		m.commitLatency, m.commitInterval, m.commitFloor, m.txnBudget, m.commitStage, m.txnsInFlight, m.inFlight, m.buffered, m.oldestAge, m.lag,
 		counter("records_consumed_total", "Records taken from fetches, not counting refetches after a rewind (Stats.Consumed).", s.consumed.Load),
 		counter("records_skipped_done_total", "Fetched records skipped because a committed transaction already finished them (Stats.SkippedDone).", s.skipped.Load),
 		counter("records_produced_total", "Output records in committed transactions (Stats.Outputs).", s.outputs.Load),
@@ -149,6 +154,12 @@ func (m *metrics) observeCommitStart(now time.Time) {
 func (m *metrics) setCommitFloor(d time.Duration) {
 	if m != nil {
 		m.commitFloor.Set(d.Seconds())
+	}
+}
+
+func (m *metrics) setTxnBudget(bytes int64) {
+	if m != nil {
+		m.txnBudget.Set(float64(bytes))
 	}
 }
 

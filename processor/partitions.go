@@ -205,10 +205,17 @@ func (ps *partitions) sessionKey(p *partition, it *item) []byte {
 }
 
 // drain takes finished items and puts their outputs into the open
-// transaction t; now is the loop step's time.
+// transaction t, until t is at its budget; now is the loop step's time.
 func (ps *partitions) drain(t *transaction, now time.Time) error {
 	ps.comps = ps.r.comps.take(ps.comps)
 	for i, it := range ps.comps {
+		if t.full() {
+			// The rest wait, in order and holding their buffer room
+			// (polls take less), for the next transaction.
+			ps.r.comps.requeue(ps.comps[i:])
+			clear(ps.comps[i:])
+			break
+		}
 		ps.comps[i] = nil
 		p := it.part
 		if it.gen != p.gen.Load() || it.stuck.Load() || it.done {

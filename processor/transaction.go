@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -24,6 +25,11 @@ type transaction struct {
 	// used: something finished into it (records or not): it commits.
 	used   bool
 	counts txnCounts
+	// bytes it produced (records' keys, values and headers), up to
+	// limit (its budget, txnBudget); filled: it reached limit and the
+	// loop took no more work into it.
+	bytes, limit int64
+	filled       bool
 	// from are the partitions whose work it holds (their states, which
 	// a rewind or a revoke replaces): it commits only with their offsets
 	// (stale).
@@ -45,6 +51,29 @@ type transaction struct {
 type txnCounts struct {
 	outputs, deadLetters, dups int64
 	deadLettersBy              [len(dlqReasons)]int64
+}
+
+// full reports whether the transaction may take no more work, and notes
+// that it was filled.
+func (t *transaction) full() bool {
+	if t.bytes >= t.limit && t.limit > 0 {
+		t.filled = true
+	}
+	return t.filled
+}
+
+// began returns when its first record went out: the coordinator's
+// transaction timeout runs from there; false while none has.
+func (t *transaction) began() (time.Time, bool) {
+	return t.gate.since, t.gate.state >= gateHolding
+}
+
+// age is how long ago its first record went out at now (0: none has).
+func (t *transaction) age(now time.Time) time.Duration {
+	if since, ok := t.began(); ok {
+		return now.Sub(since)
+	}
+	return 0
 }
 
 // holds records that p's work is in the transaction.
@@ -104,12 +133,14 @@ func (t *transaction) produce(outputs []*kgo.Record, dlq *kgo.Record) error {
 		if r.Topic == "" {
 			r.Topic = t.cfg.output
 		}
+		t.bytes += recordBytes(r)
 		if err := t.gate.produce(r, t.promise); err != nil {
 			return err
 		}
 	}
 	t.counts.outputs += int64(len(outputs))
 	if dlq != nil {
+		t.bytes += recordBytes(dlq)
 		if err := t.gate.produce(dlq, t.promise); err != nil {
 			return err
 		}
@@ -124,6 +155,7 @@ func (t *transaction) produce(outputs []*kgo.Record, dlq *kgo.Record) error {
 // transaction as a failed produce would: it aborts at its commit.
 func (t *transaction) produceChangelog(topic string, partition int32, key, value []byte) {
 	t.used = true
+	t.bytes += int64(len(key) + len(value))
 	if err := t.gate.produce(&kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value}, t.changelogPromise); err != nil {
 		t.promise(nil, err)
 	}

@@ -163,6 +163,15 @@ func (r *Runner) backlog(ctx context.Context, cfg Config, suffix string, n int) 
 	if err != nil {
 		return "", err
 	}
+	// A topic just created reaches the brokers one by one: producing at
+	// once met UNKNOWN_TOPIC_OR_PARTITION, beyond franz-go's retries, while
+	// a 3-node cluster was still deleting an earlier run's 900 partitions.
+	wctx, cancel := context.WithTimeout(ctx, warmUpTimeout)
+	_, err = r.Env.awaitTopics(wctx, []string{topic})
+	cancel()
+	if err != nil {
+		return "", fmt.Errorf("waiting for the input topic %s: %w", topic, err)
+	}
 	p, err := newProducer(r.Env.Brokers, r.Env.opts, topic, cfg.Sessions, cfg.Size)
 	if err != nil {
 		return "", err
