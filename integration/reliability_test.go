@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
@@ -112,6 +113,44 @@ func TestBrokerRestart(t *testing.T) {
 	if o.counts.BrokerRestarts != 1 {
 		t.Errorf("broker restarts = %d", o.counts.BrokerRestarts)
 	}
+}
+
+// TestManyInstances (real cluster only, 3+ brokers and the control
+// script): what users run, in short. 12 worker processes over 300
+// partitions (3,000 sessions), one SIGKILLed every 4 s (restarted, mostly
+// with its instance ID), and halfway the node that coordinates the most
+// workers' transactions SIGKILLed and restarted while the kills go on.
+// Until issue 42 every fault test ran 6 partitions and up to 5 workers.
+// The 20-minute version is the soak's: -soak-instances 12
+// -soak-partitions 300.
+func TestManyInstances(t *testing.T) {
+	c := kafkatest.New(t)
+	if ok, why := onCluster(t, c); !ok {
+		t.Skip(why)
+	}
+	cfg := defaultConfig()
+	cfg.partitions, cfg.sessions, cfg.instances, cfg.rate = 300, 3000, 12, 2000
+	cfg.settle = 2 * time.Minute
+	e := newEnv(t, cfg)
+	e.sleep(5 * time.Second) // twelve members join
+	const faultFor = 40 * time.Second
+	down := e.nodeDown(faultTxnCoord)
+	rng := rand.New(rand.NewPCG(e.rng.Uint64(), e.rng.Uint64())) // e.rng stays this goroutine's
+	e.bg(func() {
+		if !e.sleep(faultFor / 2) {
+			return
+		}
+		if err := e.nodeFault(faultTxnCoord, down, rng); err != nil {
+			e.fleet.problemf("%s node fault: %v", faultTxnCoord, err)
+		}
+	})
+	e.faults(faultFor, 4*time.Second, 4*time.Second+time.Millisecond, func() { e.killStep(0.9) })
+	e.waitFaults()
+	o := e.finish()
+	if o.counts.Kills < 5 || o.counts.BrokerRestarts != 1 {
+		t.Errorf("kills %d, node restarts %d: want at least 5 and 1", o.counts.Kills, o.counts.BrokerRestarts)
+	}
+	e.fleet.logTimeline(t, 40)
 }
 
 // TestClusterNodeFaults (real cluster only, 3+ brokers and the control

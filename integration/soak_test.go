@@ -17,6 +17,8 @@ var (
 	soakRate   = flag.Int("soak-rate", 1000, "TestSoak: inputs per second")
 	soakReport = flag.String("soak-report", "", "TestSoak: also write the totals as JSON to this file")
 	soakGuard  = flag.Bool("soak-position-guard", false, "TestSoak: workers run with processor.WithPositionGuard")
+	soakInsts  = flag.Int("soak-instances", 0, "TestSoak: workers at the start (0: the suite's 3)")
+	soakParts  = flag.Int("soak-partitions", 0, "TestSoak: input and output partitions (0: the suite's 6); sessions are 10 per partition at least")
 )
 
 // soakTotals is what a soak prints at the end.
@@ -116,6 +118,9 @@ func (e *env) sampleLiveness(outSince map[*proc]time.Time, now time.Time) {
 // At the end the whole output is verified and the totals printed.
 //
 //	go test ./integration -run Soak -soak 20m -v [-soak-report totals.json]
+//
+// With -soak-instances 12 -soak-partitions 300 it is the many-instance
+// soak of issue 42 (TestManyInstances is its short version).
 func TestSoak(t *testing.T) {
 	if *soakFor <= 0 {
 		t.Skip("soak test: run with -soak DURATION, e.g. go test ./integration -run Soak -soak 20m -v")
@@ -125,7 +130,20 @@ func TestSoak(t *testing.T) {
 	cfg.worker.poisonEvery = 97
 	cfg.settle = 3 * time.Minute
 	cfg.worker.positionGuard = *soakGuard
+	if *soakInsts > 0 {
+		cfg.instances = *soakInsts
+	}
+	if *soakParts > 0 {
+		cfg.partitions = int32(*soakParts)
+		cfg.sessions = max(cfg.sessions, 10**soakParts)
+	}
 	e := newEnv(t, cfg)
+	// Joins and leaves keep between 2 and 5 workers, around the start's
+	// count when it is larger.
+	stormLo, stormHi := 2, 5
+	if cfg.instances > 3 {
+		stormLo, stormHi = cfg.instances-2, cfg.instances+2
+	}
 	// Broker faults every brokerEvery: on a single node restartBroker; on
 	// a cluster one node at a time, the fault kinds of TestClusterNodeFaults
 	// in turn, in the background so process faults go on while the node is
@@ -185,7 +203,7 @@ func TestSoak(t *testing.T) {
 			}
 			e.zombieStep(stopFor, e.rng.IntN(3) == 0)
 		default:
-			e.stormStep(2, 5)
+			e.stormStep(stormLo, stormHi)
 		}
 		if now := time.Now(); now.After(nextLiveness) {
 			nextLiveness = now.Add(livenessEvery)
