@@ -259,10 +259,12 @@ func (l *lifetime) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.txnTimeout)
 	defer cancel()
 	err := l.takeCommit(ctx, true)
-	if err == nil {
-		err = l.waitInFlight(ctx, ctx)
-	}
-	if err == nil {
+	for more := true; more && err == nil; {
+		if err = l.waitInFlight(ctx, ctx); err != nil {
+			break
+		}
+		// A transaction at its budget leaves finished work for the next.
+		more = l.c.open.filled && ctx.Err() == nil
 		err = l.commit(ctx)
 	}
 	l.publish()
@@ -276,11 +278,12 @@ func (l *lifetime) shutdown() error {
 }
 
 // waitInFlight waits, at most the drain timeout, for dispatched records to
-// finish, putting them into the transaction as they do.
+// finish, putting them into the transaction as they do, until it is at
+// its budget.
 func (l *lifetime) waitInFlight(ctx, drainCtx context.Context) error {
 	deadline := time.NewTimer(l.cfg.drainTimeout)
 	defer deadline.Stop()
-	for l.ps.unfinished() > 0 {
+	for l.ps.unfinished() > 0 && !l.c.open.filled { // a full transaction takes no more
 		select {
 		case <-l.r.comps.wake:
 		case <-deadline.C:

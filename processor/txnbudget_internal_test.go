@@ -102,3 +102,33 @@ func TestLoopEndsAgingTransaction(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Less(t, took, timeout/2, "committed at a quarter of the timeout, not at the interval's end")
 }
+
+// TestLoopShutdownCommitsPastTheBudget: a stop while finished work waits
+// beyond the open transaction's budget commits it all, in as many
+// transactions as the budget needs, rather than leave it to be redone.
+func TestLoopShutdownCommitsPastTheBudget(t *testing.T) {
+	const budget = 2000
+	h := newLoopHarness(t, copyToOutput, hooksOpt(func(h *testHooks) { h.txnBudget = budget }),
+		WithCommitInterval(5*time.Millisecond))
+	ending := make(chan struct{})
+	h.c.ending = ending
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.l.run(ctx) }()
+	const n = 3000
+	h.c.fetch("in", 0, records(0, 10, 17)...)
+	require.Eventually(t, func() bool {
+		h.c.mu.Lock()
+		defer h.c.mu.Unlock()
+		return h.c.committing
+	}, 10*time.Second, time.Millisecond, "the first transaction ends")
+	h.c.fetch("in", 0, records(10, n, 17)...)
+	time.Sleep(200 * time.Millisecond) // every record finishes; the open transaction is full
+	cancel()
+	close(ending)
+	require.NoError(t, <-done)
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	require.Equal(t, int64(n), h.c.offsets[tp{"in", 0}].Offset, "everything finished is committed at the stop")
+	require.Len(t, h.c.outputs, n)
+}

@@ -62,6 +62,17 @@
 // exactly-once mode fails verification (or the at-least-once one loses
 // records, or a run times out).
 //
+// A run judged FAIL leaves its evidence (evidence in -json): the
+// invocation's topics and groups are kept on the brokers whatever -keep
+// says, and their name prefix printed; each worker's log (at info at
+// least, whatever -log-level passes to stderr) stays in
+// $TMPDIR/<prefix>-<run>-logs/<instance ID>.log, removed when the run
+// passes; the output is read back a second time with a fresh client and
+// the two verdicts compared; and the first duplicated input is traced to
+// every copy's partition, offset, producer ID and epoch, with the
+// transactional ID the brokers list for that producer (an instance's ring
+// ID, e.g. <group>/w3#1).
+//
 // A run ends at a commit, so a run of a fraction of a second is at the
 // mercy of the machine and of where its commit intervals fall: modes are
 // compared by the medians of their runs, interleaved so that drift falls
