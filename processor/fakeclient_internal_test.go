@@ -48,6 +48,9 @@ type fakeClient struct {
 	aborts     int
 	rewinds    int
 	paused     map[tp]bool
+	// onAllow, when set, runs once at the next AllowRebalance: a
+	// rebalance that waited for it (franz-go's revoke runs then).
+	onAllow func()
 }
 
 // fakeTxn is one transaction of a fakeClient.
@@ -110,7 +113,15 @@ func (c *fakeClient) commitCount() int {
 	return c.commits
 }
 
-func (c *fakeClient) AllowRebalance() {}
+func (c *fakeClient) AllowRebalance() {
+	c.mu.Lock()
+	fn := c.onAllow
+	c.onAllow = nil
+	c.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
 
 func (c *fakeClient) PauseFetchPartitions(m map[string][]int32) { c.setPaused(m, true) }
 

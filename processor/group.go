@@ -42,6 +42,9 @@ type groupEvents struct {
 	revoked    []tp
 	fatal      error
 	rebalanced bool // a rebalance ran since the last take
+	// endDone is closed when the last transaction's end that started is
+	// over (startEnd); a revoke waits for it.
+	endDone <-chan struct{}
 }
 
 type committedInfo struct {
@@ -109,16 +112,50 @@ func (g *groupEvents) fail(err error) {
 	}
 }
 
-func (g *groupEvents) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+// startEnd records that a transaction's end starts, done being closed
+// when it is over, unless the group revoked partitions that the loop has
+// not taken yet (take): then nothing starts, and the loop takes the news
+// and judges the transaction again. With onRevoked's wait, an offset
+// commit never names a partition that its member gave up: a revoke waits
+// for an end that started before it, and franz-go rejoins, and the
+// partition goes to another member, only once the callback returns. A
+// commit sent after that rejoin would carry the new generation, which the
+// group accepts whatever partitions it names, while the new owner may
+// have read the partition's older offset: its records would be done and
+// committed twice (issue 42).
+func (g *groupEvents) startEnd(done <-chan struct{}) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if len(g.revoked) > 0 {
+		return false
+	}
+	g.endDone = done
+	return true
+}
+
+// onRevoked records revoked partitions for the loop, then waits for a
+// transaction's end that is running (see startEnd).
+func (g *groupEvents) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	g.mu.Lock()
+	n := 0
 	for t, ps := range revoked {
 		for _, p := range ps {
 			g.revoked = append(g.revoked, tp{t, p})
 			delete(g.assigned, tp{t, p})
+			n++
 		}
 	}
 	g.rebalanced = true
+	done := g.endDone
+	g.mu.Unlock()
+	if n == 0 || done == nil {
+		return
+	}
+	g.wake() // the loop collects the end, and takes the revoke
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // onLost is onRevoked for partitions lost without a revoke: the member

@@ -305,10 +305,21 @@ func (l *lifetime) waitInFlight(ctx, drainCtx context.Context) error {
 // above them, and opens the next one. The loop goes on while it ends
 // (takeCommit collects the result), unless it must wait (commit). A
 // transaction that holds work of a partition revoked or lost since is
-// aborted instead.
+// aborted instead, revokes that arrive until its end starts included
+// (groupEvents.startEnd).
 func (l *lifetime) startCommit(ctx context.Context) error {
-	if l.c.open.stale(l.ps.all) {
-		return l.abortAll(ctx, abortRevoked) // it holds work of partitions revoked or lost since
+	for {
+		if l.c.open.stale(l.ps.all) {
+			return l.abortAll(ctx, abortRevoked) // it holds work of partitions revoked or lost since
+		}
+		if l.group.startEnd(l.c.open.ended) {
+			break
+		}
+		// A revoke came after this step took the group's news: take it,
+		// and judge the transaction against it.
+		if err := l.handleEvents(); err != nil {
+			return err
+		}
 	}
 	began := time.Now()
 	l.p.metrics.observeCommitStart(began)
