@@ -197,3 +197,32 @@ func TestJudgeHolderWaitsForStable(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeHolderOwnRejoin: a member expelled while stopped rejoins under
+// a new member ID when it wakes; its end, begun under the old one, meets
+// FENCED_INSTANCE_ID from that rejoin. The holder is this process (its
+// client's member now), not a newer one, whatever the group's state: it
+// must not stop (7 worker problems in a 20-minute soak of 12 instances).
+func TestJudgeHolderOwnRejoin(t *testing.T) {
+	s := &Session{cfg: Options{InstanceID: "x", Incarnation: 200}}
+	x := "x"
+	for _, state := range []string{"PreparingRebalance", "Stable"} {
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.State = state
+		m := kmsg.NewDescribeGroupsResponseGroupMember()
+		m.MemberID, m.InstanceID = "rejoined", &x
+		if state == "Stable" {
+			m.ProtocolMetadata = incarnationTrailer(200) // our own incarnation
+		}
+		g.Members = append(g.Members, m)
+		r := kmsg.NewPtrDescribeGroupsResponse()
+		r.Groups = append(r.Groups, g)
+		h, settled := s.judgeHolder(r, "expelled", "rejoined")
+		if h != holderUnknown || !settled {
+			t.Errorf("%s: got %v settled %v, want unknown (ours), settled", state, h, settled)
+		}
+		if h, _ := s.judgeHolder(r, "expelled"); h != holderNewer {
+			t.Errorf("%s: without our client's member, got %v, want newer (as before)", state, h)
+		}
+	}
+}
