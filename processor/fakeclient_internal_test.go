@@ -37,7 +37,7 @@ type fakeClient struct {
 	outputs []*kgo.Record // records of committed transactions, in commit order
 	// txnBytes are the bytes of each committed transaction's records.
 	txnBytes []int64
-	offsets map[tp]kmsg.TxnOffsetCommitRequestTopicPartition
+	offsets  map[tp]kmsg.TxnOffsetCommitRequestTopicPartition
 	// violations are what the pipeline's invariants forbid, as the fake
 	// saw them: a record produced while another transaction's records
 	// were unacknowledged (they could reach a partition out of order), a

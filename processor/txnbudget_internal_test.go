@@ -58,7 +58,7 @@ func TestLoopTransactionBudget(t *testing.T) {
 		h.c.fetch("in", 0, records(from, min(from+500, n), sessions)...)
 	}
 	time.Sleep(200 * time.Millisecond) // the loop finishes what it can meanwhile
-	close(ending) // and every later commit's end goes through
+	close(ending)                      // and every later commit's end goes through
 	require.Eventually(t, func() bool {
 		h.c.mu.Lock()
 		defer h.c.mu.Unlock()

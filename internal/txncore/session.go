@@ -322,9 +322,13 @@ const (
 func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	current, _ := s.cl.GroupMetadata()
+	ours := []string{ourMember}
+	if ourMember != "" { // unknown stays unknown: nothing is judged
+		current, _ := s.cl.GroupMetadata()
+		ours = append(ours, current)
+	}
 	if s.cfg.GroupProtocol == GroupProtocolConsumer {
-		return s.otherHolder848(ctx, ourMember, current)
+		return s.otherHolder848(ctx, ours...)
 	}
 	// Raw DescribeGroups: kadm parses the metadata and drops the trailer.
 	req := kmsg.NewPtrDescribeGroupsRequest()
@@ -334,7 +338,7 @@ func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 		if err != nil {
 			return holderUnknown
 		}
-		h, settled := s.judgeHolder(resp, ourMember, current)
+		h, settled := s.judgeHolder(resp, ours...)
 		if settled {
 			return h
 		}
