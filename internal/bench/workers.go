@@ -253,10 +253,13 @@ func (ws *workerSet) start(i int) error {
 func (ws *workerSet) watch(i int, p *workerProc) {
 	defer ws.wg.Done()
 	err := p.cmd.Wait()
+	ws.mu.Lock()
+	killed := p.killed
+	ws.mu.Unlock()
 	if p.log != nil {
-		fmt.Fprintf(p.log, "eosbench: worker exited at %s: %v (killed by eosbench: %t)\n", time.Now().Format(time.RFC3339Nano), err, p.isKilled(&ws.mu))
+		fmt.Fprintf(p.log, "eosbench: worker exited at %s: %v (killed by eosbench: %t)\n", time.Now().Format(time.RFC3339Nano), err, killed)
 	}
-	p.closeLog()
+	p.closeLog() // before exited: a restart appends to the same file
 	close(p.exited)
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -396,12 +399,6 @@ func (p *workerProc) closeLog() {
 	if p.log != nil {
 		_ = p.log.Close()
 	}
-}
-
-func (p *workerProc) isKilled(mu *sync.Mutex) bool {
-	mu.Lock()
-	defer mu.Unlock()
-	return p.killed
 }
 
 // levelFilter passes on the lines of one worker's slog text output at min
