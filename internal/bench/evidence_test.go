@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,25 +111,16 @@ func deletePrefix(t *testing.T, c *kafkatest.Cluster, prefix string) {
 	adm := kadm.NewClient(c.Client(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	ours := func(names []string) []string {
+		return slices.DeleteFunc(names, func(n string) bool { return !strings.HasPrefix(n, prefix) })
+	}
 	if ts, err := adm.ListTopics(ctx); err == nil {
-		var del []string
-		for _, n := range ts.Names() {
-			if strings.HasPrefix(n, prefix) {
-				del = append(del, n)
-			}
-		}
-		if len(del) > 0 {
+		if del := ours(ts.Names()); len(del) > 0 {
 			_, _ = adm.DeleteTopics(ctx, del...)
 		}
 	}
 	if gs, err := adm.ListGroups(ctx); err == nil {
-		var del []string
-		for _, g := range gs.Groups() {
-			if strings.HasPrefix(g, prefix) {
-				del = append(del, g)
-			}
-		}
-		if len(del) > 0 {
+		if del := ours(gs.Groups()); len(del) > 0 {
 			_, _ = adm.DeleteGroups(ctx, del...)
 		}
 	}
