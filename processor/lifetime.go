@@ -90,7 +90,7 @@ func (l *lifetime) run(ctx context.Context) error {
 		if err := l.ps.drain(l.c.open, l.now); err != nil {
 			return err
 		}
-		if l.c.open.filled {
+		if l.c.open.full() {
 			l.saturated = true
 		}
 		if err := l.ps.checkStuck(l.c.open, l.now); err != nil {
@@ -143,7 +143,7 @@ func (l *lifetime) run(ctx context.Context) error {
 // of the transaction timeout (see openGate.holding).
 func (l *lifetime) commitDue(now time.Time) bool {
 	t := l.c.open
-	due := l.sched.due(now, t.used) || t.filled || t.age(now) >= l.cfg.txnTimeout/4
+	due := l.sched.due(now, t.used) || t.full() || t.age(now) >= l.cfg.txnTimeout/4
 	return due && !l.c.awaitingFirstRecord(now)
 }
 
@@ -151,21 +151,14 @@ func (l *lifetime) commitDue(now time.Time) bool {
 // the poll waits no longer.
 func (l *lifetime) dueBy() time.Time {
 	t := l.c.open
-	if t.filled {
+	if t.full() {
 		return time.Now() // due now, or when the running end wakes the poll
 	}
 	by := l.sched.next(t.used)
-	if since, ok := t.began(); ok {
-		by = minTime(by, since.Add(l.cfg.txnTimeout/4))
+	if since, ok := t.began(); ok && since.Add(l.cfg.txnTimeout/4).Before(by) {
+		by = since.Add(l.cfg.txnTimeout / 4)
 	}
 	return by
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
 
 // poll fetches up to the free buffer room, waiting until the next commit
@@ -191,7 +184,7 @@ func (l *lifetime) poll(ctx context.Context) error {
 	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	l.r.comps.pollWake.Store(&cancel)
-	if l.r.comps.pending() && !l.c.open.filled || l.c.open.gate.ready() || l.c.done() {
+	if l.r.comps.pending() && !l.c.open.full() || l.c.open.gate.ready() || l.c.done() {
 		cancel() // woken before the wake was armed: do not wait (completions wait while the transaction is full)
 	}
 	var fs kgo.Fetches
@@ -264,7 +257,7 @@ func (l *lifetime) shutdown() error {
 			break
 		}
 		// A transaction at its budget leaves finished work for the next.
-		more = l.c.open.filled && ctx.Err() == nil
+		more = l.c.open.full() && ctx.Err() == nil
 		err = l.commit(ctx)
 	}
 	l.publish()
@@ -283,7 +276,7 @@ func (l *lifetime) shutdown() error {
 func (l *lifetime) waitInFlight(ctx, drainCtx context.Context) error {
 	deadline := time.NewTimer(l.cfg.drainTimeout)
 	defer deadline.Stop()
-	for l.ps.unfinished() > 0 && !l.c.open.filled { // a full transaction takes no more
+	for l.ps.unfinished() > 0 && !l.c.open.full() { // a full transaction takes no more
 		select {
 		case <-l.r.comps.wake:
 		case <-deadline.C:
@@ -394,7 +387,7 @@ func (l *lifetime) takeCommit(ctx context.Context, wait bool) error {
 		p.doneSinceCommit -= pl.doneBefore // what finished while it ended belongs to the next
 	}
 	took := time.Since(e.began)
-	l.c.budget.ended(e.t.filled, took)
+	l.c.budget.ended(e.t.full(), took)
 	l.p.metrics.setTxnBudget(l.c.budget.limit)
 	l.p.stats.commits.Record(took)
 	e.t.settle(&l.p.stats)

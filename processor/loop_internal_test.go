@@ -129,6 +129,40 @@ func (h *loopHarness) commitWhile(meanwhile func()) {
 	h.c.ending = nil
 }
 
+// awaitCommitted waits until in/0 is committed up to offset n.
+func (h *loopHarness) awaitCommitted(n int64) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		h.c.mu.Lock()
+		defer h.c.mu.Unlock()
+		return h.c.offsets[tp{"in", 0}].Offset == n
+	}, 30*time.Second, time.Millisecond)
+}
+
+// awaitEnding waits until a transaction's end is in its offset commit.
+func (h *loopHarness) awaitEnding() {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		h.c.mu.Lock()
+		defer h.c.mu.Unlock()
+		return h.c.committing
+	}, 10*time.Second, time.Millisecond, "a transaction ends")
+}
+
+// requireSessionOrder checks the committed outputs of inputs [0, n) of
+// records(…, sessions): each once, in order per session.
+func (h *loopHarness) requireSessionOrder(n, sessions int64) {
+	h.t.Helper()
+	out := h.outputValues()
+	for s := range sessions {
+		var want []string
+		for o := s; o < n; o += sessions {
+			want = append(want, fmt.Sprint(o))
+		}
+		require.Equal(h.t, want, out[fmt.Sprintf("s%d", s)], "session s%d: each output once, in order", s)
+	}
+}
+
 // committed returns the committed offset of in/0 and the finished ranges
 // its metadata holds.
 func (h *loopHarness) committed() (int64, []offsetmeta.Range) {
@@ -569,21 +603,10 @@ func TestLoopRunPipelines(t *testing.T) {
 			}()
 			done := make(chan error, 1)
 			go func() { done <- h.l.run(ctx) }()
-			require.Eventually(t, func() bool {
-				h.c.mu.Lock()
-				defer h.c.mu.Unlock()
-				return h.c.offsets[tp{"in", 0}].Offset == n
-			}, 30*time.Second, time.Millisecond)
+			h.awaitCommitted(n)
 			cancel()
 			require.NoError(t, <-done)
-			out := h.outputValues()
-			for s := range int64(sessions) {
-				var want []string
-				for o := s; o < n; o += sessions {
-					want = append(want, fmt.Sprint(o))
-				}
-				require.Equal(t, want, out[fmt.Sprintf("s%d", s)], "session s%d: each output once, in order", s)
-			}
+			h.requireSessionOrder(n, sessions)
 			require.GreaterOrEqual(t, h.c.commits, n/fetch/perCommit, "the input spread over many transactions")
 		})
 	}

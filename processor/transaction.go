@@ -26,10 +26,8 @@ type transaction struct {
 	used   bool
 	counts txnCounts
 	// bytes it produced (records' keys, values and headers), up to
-	// limit (its budget, txnBudget); filled: it reached limit and the
-	// loop took no more work into it.
+	// limit (its budget, txnBudget; 0: none).
 	bytes, limit int64
-	filled       bool
 	// from are the partitions whose work it holds (their states, which
 	// a rewind or a revoke replaces): it commits only with their offsets
 	// (stale).
@@ -53,14 +51,9 @@ type txnCounts struct {
 	deadLettersBy              [len(dlqReasons)]int64
 }
 
-// full reports whether the transaction may take no more work, and notes
-// that it was filled.
-func (t *transaction) full() bool {
-	if t.bytes >= t.limit && t.limit > 0 {
-		t.filled = true
-	}
-	return t.filled
-}
+// full reports whether the transaction is at its budget: it takes no more
+// work.
+func (t *transaction) full() bool { return t.limit > 0 && t.bytes >= t.limit }
 
 // began returns when its first record went out: the coordinator's
 // transaction timeout runs from there; false while none has.

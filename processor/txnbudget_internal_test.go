@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -49,21 +48,13 @@ func TestLoopTransactionBudget(t *testing.T) {
 
 	const n, sessions = 3000, 17
 	h.c.fetch("in", 0, records(0, 10, sessions)...)
-	require.Eventually(t, func() bool {
-		h.c.mu.Lock()
-		defer h.c.mu.Unlock()
-		return h.c.committing
-	}, 10*time.Second, time.Millisecond, "the first transaction ends")
+	h.awaitEnding() // the first transaction's end, held
 	for from := int64(10); from < n; from += 500 {
 		h.c.fetch("in", 0, records(from, min(from+500, n), sessions)...)
 	}
 	time.Sleep(200 * time.Millisecond) // the loop finishes what it can meanwhile
 	close(ending)                      // and every later commit's end goes through
-	require.Eventually(t, func() bool {
-		h.c.mu.Lock()
-		defer h.c.mu.Unlock()
-		return h.c.offsets[tp{"in", 0}].Offset == n
-	}, 30*time.Second, time.Millisecond)
+	h.awaitCommitted(n)
 	cancel()
 	require.NoError(t, <-done)
 
@@ -72,14 +63,7 @@ func TestLoopTransactionBudget(t *testing.T) {
 		require.LessOrEqual(t, b, budget+perRecord, "transaction %d: within its budget by one record at most", i)
 	}
 	require.GreaterOrEqual(t, len(h.c.txnBytes), 8, "the input spread over transactions of the budget's size")
-	out := h.outputValues()
-	for s := range int64(sessions) {
-		var want []string
-		for o := s; o < n; o += sessions {
-			want = append(want, fmt.Sprint(o))
-		}
-		require.Equal(t, want, out[fmt.Sprintf("s%d", s)], "session s%d: each output once, in order", s)
-	}
+	h.requireSessionOrder(n, sessions)
 }
 
 // TestLoopEndsAgingTransaction: a transaction commits once it has been
@@ -117,11 +101,7 @@ func TestLoopShutdownCommitsPastTheBudget(t *testing.T) {
 	go func() { done <- h.l.run(ctx) }()
 	const n = 3000
 	h.c.fetch("in", 0, records(0, 10, 17)...)
-	require.Eventually(t, func() bool {
-		h.c.mu.Lock()
-		defer h.c.mu.Unlock()
-		return h.c.committing
-	}, 10*time.Second, time.Millisecond, "the first transaction ends")
+	h.awaitEnding() // the first transaction's end, held
 	h.c.fetch("in", 0, records(10, n, 17)...)
 	time.Sleep(200 * time.Millisecond) // every record finishes; the open transaction is full
 	cancel()

@@ -379,11 +379,7 @@ func (ws *workerSet) connectLog(p *workerProc, instance string) error {
 		p.log = f
 		outs = append(outs, f)
 	}
-	switch len(outs) {
-	case 0:
-	case 1:
-		p.cmd.Stderr = outs[0]
-	default:
+	if len(outs) > 0 {
 		p.cmd.Stderr = io.MultiWriter(outs...)
 	}
 	return nil
