@@ -373,3 +373,74 @@ func cancelStuck(it *item) {
 		}
 	}
 }
+
+// runTurn runs up to turn records of s on w. Then s goes to the back of
+// the run queue if it has more, waits on its own goroutine if its record
+// backs off before a retry, or ends if it has none.
+func (d *dispatcher) runTurn(w *worker, s *session) {
+	sh := s.sh
+	sh.mu.Lock()
+	for n := 0; ; n++ {
+		it := s.cur
+		if it == nil {
+			if s.head == len(s.queue) {
+				sh.idleSession(s)
+				sh.mu.Unlock()
+				d.active.Add(-1)
+				return
+			}
+			if n >= turn {
+				s.state = sessionQueued
+				sh.mu.Unlock()
+				d.schedule(s)
+				return
+			}
+			it = s.queue[s.head]
+			s.queue[s.head] = nil
+			if s.head++; s.head == len(s.queue) {
+				s.queue, s.head = s.queue[:0], 0 // reuse the array
+			}
+			s.cur = it
+		}
+		s.state, s.w = sessionRunning, w
+		sh.mu.Unlock()
+
+		delay, retry := d.attempt(w, it)
+
+		sh.mu.Lock()
+		s.w = nil
+		d.renew(w) // under sh.mu: cancelStuck no longer sees w
+		if retry {
+			kick := make(chan struct{})
+			s.state, s.kick = sessionWaiting, kick
+			sh.mu.Unlock()
+			d.wg.Add(1) // the worker's own count keeps wg above zero
+			go d.backoff(s, delay, kick)
+			return
+		}
+		s.cur = nil
+	}
+}
+
+// backoff waits out a retry's delay (cut short when the record is declared
+// stuck or the dispatcher stops), then puts s back on the run queue.
+func (d *dispatcher) backoff(s *session, delay time.Duration, kick chan struct{}) {
+	defer d.wg.Done()
+	select {
+	case <-d.cfg.clock.After(delay):
+	case <-kick:
+	case <-d.ctx.Done():
+	}
+	s.sh.mu.Lock()
+	s.state, s.kick = sessionQueued, nil
+	s.sh.mu.Unlock()
+	d.schedule(s)
+}
+
+// renew gives w a fresh handler context after a stuck record's was
+// canceled. The session's shard lock is held, with s.w no longer w.
+func (d *dispatcher) renew(w *worker) {
+	if w.ctx.Err() != nil && d.ctx.Err() == nil {
+		w.ctx, w.cancel = context.WithCancel(d.ctx)
+	}
+}

@@ -14,11 +14,6 @@ import (
 	"github.com/onceflow/onceflow/internal/txncore"
 )
 
-type tp struct {
-	topic     string
-	partition int32
-}
-
 // lifetime is one transactional client's run: the loop's skeleton. Each
 // step polls into the record path (partitions), applies the group's news,
 // takes finished work into the open transaction and, when a commit is

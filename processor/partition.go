@@ -12,6 +12,12 @@ import (
 	"github.com/onceflow/onceflow/internal/offsetmeta"
 )
 
+// tp names a topic partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
 // item is one fetched record on its way through a session.
 //
 // Fields are owned by one goroutine at a time: the loop until dispatch and

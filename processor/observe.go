@@ -1,11 +1,22 @@
 package processor
 
 import (
+	"context"
+	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // metricsNamespace prefixes every metric of the processor; the franz-go
@@ -230,4 +241,259 @@ func (m *metrics) unpublish(k tp) {
 	m.buffered.DeleteLabelValues(lv...)
 	m.oldestAge.DeleteLabelValues(lv...)
 	m.lag.DeleteLabelValues(lv...)
+}
+
+// tracerName is the instrumentation scope of the processor's spans.
+const tracerName = "github.com/onceflow/onceflow/processor"
+
+// Span names.
+const (
+	spanHandle = "onceflow.handle"
+	spanCommit = "onceflow.commit"
+)
+
+// propagator carries W3C trace context (traceparent, tracestate) in record
+// headers.
+var propagator = propagation.TraceContext{}
+
+// headerCarrier adapts record headers to propagation.TextMapCarrier. Set
+// replaces a header of the same key, so an output that copied its input's
+// headers carries the handle span, not the input's.
+type headerCarrier struct{ hs *[]kgo.RecordHeader }
+
+func (c headerCarrier) Get(key string) string {
+	for _, h := range *c.hs {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func (c headerCarrier) Set(key, value string) {
+	for i, h := range *c.hs {
+		if h.Key == key {
+			(*c.hs)[i].Value = []byte(value)
+			return
+		}
+	}
+	*c.hs = append(*c.hs, kgo.RecordHeader{Key: key, Value: []byte(value)})
+}
+
+func (c headerCarrier) Keys() []string {
+	keys := make([]string, len(*c.hs))
+	for i, h := range *c.hs {
+		keys[i] = h.Key
+	}
+	return keys
+}
+
+// startHandle starts the handle span of it, as a child of the context in
+// the input record's headers. The loop of the record's attempts runs under
+// it; retries are span events.
+func startHandle(ctx context.Context, tr trace.Tracer, it *item) (context.Context, trace.Span) {
+	r := it.rec
+	ctx = propagator.Extract(ctx, headerCarrier{&r.Headers})
+	return tr.Start(ctx, spanHandle, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		attribute.String("messaging.system", "kafka"),
+		attribute.String("messaging.destination.name", r.Topic),
+		attribute.Int("messaging.destination.partition.id", int(r.Partition)),
+		attribute.Int64("messaging.kafka.offset", r.Offset),
+	))
+}
+
+// endHandle records the outcome, injects the span's context into the
+// outputs and the dead-letter record and ends the span.
+func endHandle(ctx context.Context, span trace.Span, it *item, reason string, err error) {
+	span.SetAttributes(attribute.Int("onceflow.attempt", int(it.attempts)))
+	if reason != "" {
+		span.SetAttributes(attribute.String("onceflow.dlq.reason", reason))
+		span.SetStatus(codes.Error, reason)
+		if err != nil {
+			span.RecordError(err)
+		}
+	}
+	for _, r := range it.outputs {
+		propagator.Inject(ctx, headerCarrier{&r.Headers})
+	}
+	if it.dlq != nil {
+		propagator.Inject(ctx, headerCarrier{&it.dlq.Headers})
+	}
+	span.End()
+}
+
+// abandonHandle ends the span of a record that went stale (revoked or
+// rewound), was dead-lettered as stuck by the loop, or was cut short by
+// shutdown: it produced nothing from this attempt.
+func abandonHandle(span trace.Span, it *item) {
+	span.SetAttributes(attribute.Int("onceflow.attempt", int(it.attempts)), attribute.Bool("onceflow.abandoned", true))
+	span.End()
+}
+
+// retryEvent records a failed attempt that will be retried.
+func retryEvent(span trace.Span, attempt int, err error) {
+	span.AddEvent("retry", trace.WithAttributes(
+		attribute.Int("onceflow.attempt", attempt),
+		attribute.String("exception.message", err.Error()),
+	))
+}
+
+// startCommitSpan starts the span of t's commit, t holding work of n
+// input partitions; without a tracer, none.
+func startCommitSpan(ctx context.Context, tracer trace.Tracer, t *transaction, n int) (context.Context, trace.Span) {
+	if tracer == nil {
+		return ctx, nil
+	}
+	return tracer.Start(ctx, spanCommit, trace.WithAttributes(
+		attribute.Int64("onceflow.outputs", t.counts.outputs),
+		attribute.Int64("onceflow.dead_letters", t.counts.deadLetters),
+		attribute.Int("onceflow.partitions", n),
+	))
+}
+
+// endCommit records the outcome and, for a committed transaction, the input
+// partitions whose offsets it committed ("topic/partition"), which tells
+// how long each partition went between commits.
+func endCommit(span trace.Span, committed bool, sent map[tp]bool, err error) {
+	if span == nil {
+		return
+	}
+	span.SetAttributes(attribute.Bool("onceflow.committed", committed))
+	if committed && span.IsRecording() {
+		parts := make([]string, 0, len(sent))
+		for k := range sent {
+			parts = append(parts, k.topic+"/"+strconv.Itoa(int(k.partition)))
+		}
+		slices.Sort(parts)
+		span.SetAttributes(attribute.StringSlice("onceflow.committed_partitions", parts))
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "commit failed")
+	} else if !committed {
+		span.SetStatus(codes.Error, "aborted")
+	}
+	span.End()
+}
+
+// endOffsets are the input partitions' end offsets as a goroutine lists
+// them (refresh), for the lag gauge: a paused partition gets no fetches,
+// and so no high watermark, exactly when it lags (metrics.publish).
+type endOffsets struct {
+	mu     sync.Mutex
+	listed map[tp]int64 // since the last raise
+}
+
+func newEndOffsets() *endOffsets { return &endOffsets{listed: make(map[tp]int64)} }
+
+// refresh lists the inputs' end offsets every interval
+// (lagRefreshInterval) until ctx is done. It runs on its own goroutine,
+// off the loop.
+func (e *endOffsets) refresh(ctx context.Context, cl *kgo.Client, inputs []string, interval time.Duration, log *slog.Logger) {
+	adm := kadm.NewClient(cl)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, interval)
+		ends, err := adm.ListEndOffsets(rctx, inputs...)
+		cancel()
+		if err != nil {
+			log.Debug("listing end offsets for the lag gauge failed", "err", err)
+			continue
+		}
+		e.mu.Lock()
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil {
+				k := tp{o.Topic, o.Partition}
+				e.listed[k] = max(e.listed[k], o.Offset)
+			}
+		})
+		e.mu.Unlock()
+	}
+}
+
+// raise raises the partitions' high watermarks to the end offsets listed
+// since the last call. The loop calls it.
+func (e *endOffsets) raise(all map[tp]*partition) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k, end := range e.listed {
+		if p := all[k]; p != nil {
+			p.hwm = max(p.hwm, end)
+		}
+	}
+	clear(e.listed)
+}
+
+// jobAttrsHandler adds the job's coordinates (group, instance, brokers and
+// topics) to every record at slog.LevelWarn and above, franz-go's own
+// included: a warning or an error must say where to look without the
+// reader knowing which process wrote it, while Info and Debug lines stay
+// as lean as their call sites make them. Call sites add what only they
+// know: a partition, an offset, the record's topic.
+type jobAttrsHandler struct {
+	next  slog.Handler
+	attrs []slog.Attr
+}
+
+// withJobAttrs wraps l so that its warnings and errors name the job of c.
+func withJobAttrs(l *slog.Logger, c *config) *slog.Logger {
+	attrs := []slog.Attr{
+		slog.String("group", c.group),
+		slog.String("instance", c.instanceID),
+		slog.String("brokers", strings.Join(c.brokers, ",")),
+		slog.String("inputs", strings.Join(c.inputs, ",")),
+	}
+	if c.output != "" {
+		attrs = append(attrs, slog.String("output", c.output))
+	}
+	if c.dlq != "" {
+		attrs = append(attrs, slog.String("dlq", c.dlq))
+	}
+	return slog.New(&jobAttrsHandler{next: l.Handler(), attrs: attrs})
+}
+
+func (h *jobAttrsHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.next.Enabled(ctx, level)
+}
+
+func (h *jobAttrsHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn && len(h.attrs) > 0 {
+		attrs := h.attrs
+		r.Attrs(func(a slog.Attr) bool {
+			attrs = without(attrs, a.Key) // the line's own value wins
+			return true
+		})
+		r = r.Clone() // the caller's record may share its attribute array
+		r.AddAttrs(attrs...)
+	}
+	return h.next.Handle(ctx, r)
+}
+
+// WithAttrs leaves out of the job's attributes those the logger now
+// carries itself (a user's logger.With("instance", ...)): one key, once.
+func (h *jobAttrsHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	attrs := h.attrs
+	for _, a := range as {
+		attrs = without(attrs, a.Key)
+	}
+	return &jobAttrsHandler{next: h.next.WithAttrs(as), attrs: attrs}
+}
+
+// without returns attrs without the one of key, copied if it was there.
+func without(attrs []slog.Attr, key string) []slog.Attr {
+	i := slices.IndexFunc(attrs, func(a slog.Attr) bool { return a.Key == key })
+	if i < 0 {
+		return attrs
+	}
+	return slices.Delete(slices.Clone(attrs), i, i+1)
+}
+
+func (h *jobAttrsHandler) WithGroup(name string) slog.Handler {
+	return &jobAttrsHandler{next: h.next.WithGroup(name), attrs: h.attrs}
 }
