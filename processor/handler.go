@@ -8,19 +8,32 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 )
 
+// handlers runs the handler for records on the pool's workers
+// (sched.Config.Attempt): one attempt at a time, its error's
+// classification, retries and dead letters, and the hand-back of a
+// finished record to the loop.
+type handlers struct {
+	cfg      *config
+	complete func(*item) // hands a finished item back to the loop
+	retries  *atomic.Int64
+	tracer   trace.Tracer // nil: no tracing
+	stopped  func() bool  // the pool is stopping
+}
+
 // attempt runs the handler once for it. It returns the delay before the
 // next attempt and true when the error is transient and retries remain;
 // otherwise the item went back to the loop finished (outputs or a
 // dead-letter record) or was dropped as stale.
-func (d *dispatcher) attempt(w *worker, it *item) (time.Duration, bool) {
+func (d *handlers) attempt(wctx context.Context, it *item) (time.Duration, bool) {
 	cfg := d.cfg
-	if it.gen != it.part.gen.Load() || it.stuck.Load() || d.ctx.Err() != nil {
+	if it.gen != it.part.gen.Load() || it.stuck.Load() || d.stopped() {
 		d.abandon(it) // revoked, rewound, dead-lettered as stuck, or stopping
 		return 0, false
 	}
@@ -30,7 +43,7 @@ func (d *dispatcher) attempt(w *worker, it *item) (time.Duration, bool) {
 	}
 	it.resetAttempt()
 	it.attempts++
-	ctx := w.ctx
+	ctx := wctx
 	if _, span := it.span(); span != nil {
 		ctx = trace.ContextWithSpan(ctx, span)
 	}
@@ -51,7 +64,7 @@ func (d *dispatcher) attempt(w *worker, it *item) (time.Duration, bool) {
 		d.finish(it, "", nil)
 		return 0, false
 	}
-	if it.stuck.Load() || d.ctx.Err() != nil {
+	if it.stuck.Load() || d.stopped() {
 		d.abandon(it) // the loop already dead-lettered it, or we are stopping
 		return 0, false
 	}
@@ -83,7 +96,7 @@ func (d *dispatcher) attempt(w *worker, it *item) (time.Duration, bool) {
 
 // finish hands it back to the loop, ending its span first: once the loop
 // has it, the worker must not touch it.
-func (d *dispatcher) finish(it *item, reason string, err error) {
+func (d *handlers) finish(it *item, reason string, err error) {
 	if ctx, span := it.span(); span != nil {
 		endHandle(ctx, span, it, reason, err)
 		it.x.span, it.x.spanCtx = nil, nil
@@ -92,7 +105,7 @@ func (d *dispatcher) finish(it *item, reason string, err error) {
 }
 
 // abandon ends the span of an item that produces nothing.
-func (d *dispatcher) abandon(it *item) {
+func (d *handlers) abandon(it *item) {
 	if _, span := it.span(); span != nil {
 		abandonHandle(span, it)
 		it.x.span, it.x.spanCtx = nil, nil
@@ -102,7 +115,7 @@ func (d *dispatcher) abandon(it *item) {
 // classify says which dead-letter reason a failed attempt's error has,
 // if any ("" to retry it), and returns the error to record: a panic of
 // the WithPermanentErrors classifier replaces the error it classified.
-func (d *dispatcher) classify(err error) (string, error) {
+func (d *handlers) classify(err error) (string, error) {
 	var perm *PermanentError
 	var pe *PanicError
 	switch {
@@ -124,19 +137,19 @@ func (d *dispatcher) classify(err error) (string, error) {
 
 // keyPanic returns the panic of the WithSessionKey function for it's
 // record, carried by its session key (see panicKeyPrefix), or nil.
-func (d *dispatcher) keyPanic(it *item) *PanicError {
+func (d *handlers) keyPanic(it *item) *PanicError {
 	if d.cfg.sessionKey == nil || it.sess == nil {
 		return nil
 	}
-	if k := it.sess.key; len(k) < len(panicKeyPrefix) || string(k[:len(panicKeyPrefix)]) != panicKeyPrefix {
+	if k := it.sess.Key(); len(k) < len(panicKeyPrefix) || string(k[:len(panicKeyPrefix)]) != panicKeyPrefix {
 		return nil // compared without a conversion that allocates: once per record
 	}
-	return panicFromKey(it.sess.key)
+	return panicFromKey(it.sess.Key())
 }
 
 var errNoTopic = errors.New("processor: emitted record has no topic and no default output topic is set")
 
-func (d *dispatcher) checkOutputs(it *item) error {
+func (d *handlers) checkOutputs(it *item) error {
 	if d.cfg.output != "" {
 		return nil
 	}

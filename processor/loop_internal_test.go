@@ -34,7 +34,7 @@ func newLoopHarness(t *testing.T, h Handler, opts ...Opt) *loopHarness {
 	stopGate := l.connect(c)
 	t.Cleanup(func() {
 		l.ps.staleAll()
-		r.d.stop()
+		r.d.Stop()
 		stopGate()
 		l.ps.restores.close()
 		c.mu.Lock()
@@ -353,7 +353,7 @@ func TestLoopRevokeDropsInFlightWork(t *testing.T) {
 	b.release(2)
 	// Its completion arrives stale and is not produced.
 	deadline := time.After(5 * time.Second)
-	for h.l.r.d.active.Load() > 0 {
+	for h.l.p.stats.activeSessions.Load() > 0 {
 		select {
 		case <-deadline:
 			t.Fatal("sessions did not end")

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
+	"github.com/onceflow/onceflow/processor/internal/sched"
 )
 
 // tp names a topic partition.
@@ -36,7 +37,7 @@ type item struct {
 	// Session-owned.
 	outputs  []*kgo.Record
 	dlq      *kgo.Record
-	sess     *session
+	sess     *sched.Session[*item]
 	attempts int32
 
 	// Loop-owned.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
+	"github.com/onceflow/onceflow/processor/internal/sched"
 )
 
 // partitions is a lifetime's record path: the assigned partitions it has
@@ -35,9 +36,9 @@ type partitions struct {
 	// part of (keyspace.go); empty without any.
 	keyspaces []keyspace
 
-	lane  [8]byte    // the session key of an Unordered record (sessionKey)
-	wakes []*session // dispatchAll's scratch space
-	comps []*item    // reused by drain
+	lane  [8]byte                 // the session key of an Unordered record (sessionKey)
+	wakes []*sched.Session[*item] // dispatchAll's scratch space
+	comps []*item                 // reused by drain
 }
 
 // get returns the state of an assigned partition, creating it from the
@@ -185,7 +186,7 @@ func (ps *partitions) dispatchWindow(p *partition) error {
 		}
 		run = append(run, it)
 	}
-	ps.wakes = ps.r.d.dispatchAll(run, func(it *item) []byte { return ps.sessionKey(p, it) }, ps.wakes)
+	ps.wakes = ps.r.d.DispatchAll(run, func(it *item) []byte { return ps.sessionKey(p, it) }, ps.wakes)
 	clear(run)
 	p.undispatched = p.undispatched[n:]
 	return nil
@@ -317,7 +318,9 @@ func (ps *partitions) checkStuck(t *transaction, now time.Time) error {
 		for len(p.pending) > 0 && now.Sub(p.headSince) >= timeout {
 			it := p.pending[0]
 			markStuck(it)
-			cancelStuck(it)
+			if it.sess != nil {
+				it.sess.Cancel(it) // its handler, or its backoff
+			}
 			dlq := deadLetter(ps.cfg.dlq, it, reasonStuck, fmt.Errorf("unfinished after %v", now.Sub(p.headSince).Round(time.Millisecond)), 0, time.Time{})
 			ps.cfg.logger.Error("record stuck; sending it to the dead-letter topic and moving on",
 				"topic", p.topic, "partition", p.id, "offset", it.rec.Offset, "timeout", timeout)

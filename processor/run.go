@@ -15,6 +15,7 @@ import (
 
 	"github.com/onceflow/onceflow/dedupe"
 	"github.com/onceflow/onceflow/internal/txncore"
+	"github.com/onceflow/onceflow/processor/internal/sched"
 	"github.com/onceflow/onceflow/statestore"
 )
 
@@ -24,7 +25,7 @@ import (
 type run struct {
 	p     *Processor
 	cfg   *config
-	d     *dispatcher
+	d     *sched.Pool[*item]
 	comps *completionQueue
 	gen   atomic.Uint64 // source of partition generations
 	// inst is the process's hold on its instance ID across lifetimes:
@@ -55,7 +56,12 @@ func newRun(p *Processor) *run {
 				"group", p.cfg.group, "instance", p.cfg.instanceID, "brokers", p.cfg.brokers, "retry_in", in, "err", err)
 		},
 	})
-	r.d = newDispatcher(&p.cfg, 4*runtime.GOMAXPROCS(0), r.comps.push, &p.stats.activeSessions, &p.stats.retries, p.tracer)
+	h := &handlers{cfg: &p.cfg, complete: r.comps.push, retries: &p.stats.retries, tracer: p.tracer}
+	r.d = sched.New(sched.Config[*item]{
+		Shards: 4 * runtime.GOMAXPROCS(0), IdleWorker: p.cfg.idleSession, After: p.cfg.clock.After,
+		Attempt: h.attempt, Bind: func(it *item, s *sched.Session[*item]) { it.sess = s }, Active: &p.stats.activeSessions,
+	})
+	h.stopped = r.d.Stopped
 	return r
 }
 
@@ -81,7 +87,7 @@ func (r *run) open(ctx context.Context) error {
 }
 
 func (r *run) close() {
-	r.d.stop()
+	r.d.Stop()
 	if r.store != nil {
 		r.store.Close()
 	}

@@ -1,87 +1,111 @@
-package processor
+package sched
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"go.opentelemetry.io/otel/trace"
 )
 
-// dispatcher runs sessions' records on a pool of worker goroutines.
+// Pool runs sessions' work units of type T on a pool of worker goroutines.
 //
-// A session's key is hashed (FNV-1a) to a shard that owns the map of its sessions. A session with records is on
-// the run queue or on one worker at a time, so its records run one at a
-// time in dispatch order. A session without records stays in the map only
-// until its shard holds maxIdleSessions such sessions, then they are all
-// forgotten: what sessions cost follows the active ones, not all sessions
-// seen, and a session that comes back soon is found without allocating. A session backing off before a retry leaves its worker and waits
-// on a goroutine of its own, so a retrying session holds no worker that
-// other sessions need.
+// A session's key is hashed (FNV-1a) to a shard that owns the map of its
+// sessions. A session with work is on the run queue or on one worker at a
+// time, so its units run one at a time in dispatch order. A session
+// without work stays in the map only until its shard holds
+// maxIdleSessions such sessions, then they are all forgotten: what
+// sessions cost follows the active ones, not all sessions seen, and a
+// session that comes back soon is found without allocating. A session
+// backing off before a retry leaves its worker and waits on a goroutine of
+// its own, so a retrying session holds no worker that other sessions need.
 //
 // Workers start when work waits and none is idle, up to maxWorkers (a
-// handler that blocks holds its worker), and end after idleWorker without
-// work. At most maxSpinning woken workers are on their way to the run
-// queue at a time, and no more than sessions wait there; a worker that
-// takes a session and sees more waiting wakes the next, so fast handlers
-// run on few workers and blocking ones draw more.
-type dispatcher struct {
-	cfg      *config
-	shards   []shard
-	complete func(*item) // hands a finished item back to the loop
-	retries  *atomic.Int64
-	tracer   trace.Tracer // nil: no tracing
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup // workers and backoff waits
-	active   *atomic.Int64  // sessions with records queued, running or backing off
+// unit that blocks holds its worker), and end after Config.IdleWorker
+// without work. At most maxSpinning woken workers are on their way to the
+// run queue at a time, and no more than sessions wait there; a worker that
+// takes a session and sees more waiting wakes the next, so fast units run
+// on few workers and blocking ones draw more.
+type Pool[T comparable] struct {
+	cfg    Config[T]
+	shards []shard[T]
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // workers and backoff waits
 
-	mu       sync.Mutex // guards what follows
-	runq     []*session // FIFO: runq[runqHead:] wait for a worker
+	mu       sync.Mutex    // guards what follows
+	runq     []*Session[T] // FIFO: runq[runqHead:] wait for a worker
 	runqHead int
 	idle     []*worker // parked workers, the most recent last
 	workers  int
 	spinning int // woken or started workers not yet at the run queue
 }
 
-// maxWorkers bounds the worker goroutines; records of more sessions than
-// this whose handlers all block wait for a worker.
+// Config is what a Pool needs of its user.
+type Config[T comparable] struct {
+	// Shards is the number of session maps (at least 1).
+	Shards int
+	// IdleWorker is how long a worker waits for work before it ends.
+	IdleWorker time.Duration
+	// After is the clock's time.After, for retries' backoffs.
+	After func(time.Duration) <-chan time.Time
+	// Attempt runs one attempt of t with ctx, the worker's context
+	// (canceled by Session.Cancel or Stop). It returns the delay before
+	// the next attempt and true to retry; false: t is finished.
+	Attempt func(ctx context.Context, t T) (delay time.Duration, retry bool)
+	// Bind tells t the session it is queued on, before t can run.
+	Bind func(t T, s *Session[T])
+	// Active counts the sessions with work queued, running or backing
+	// off.
+	Active *atomic.Int64
+}
+
+// New returns a pool without workers: they start with the first work.
+func New[T comparable](cfg Config[T]) *Pool[T] {
+	d := &Pool[T]{cfg: cfg, shards: make([]shard[T], max(1, cfg.Shards))}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	for i := range d.shards {
+		d.shards[i].sessions = make(map[uint64]*Session[T])
+	}
+	return d
+}
+
+// maxWorkers bounds the worker goroutines; work units of more sessions than
+// this whose units all block wait for a worker.
 const maxWorkers = 4096
 
 // maxSpinning bounds the workers woken at once: enough that workers
-// whose handlers block are replaced quickly when the scheduler is busy,
-// few enough that fast handlers do not wake a crowd for every burst.
+// whose units block are replaced quickly when the scheduler is busy,
+// few enough that fast units do not wake a crowd for every burst.
 const maxSpinning = 8
 
-// turn is how many records a session runs before it goes to the back of
+// turn is how many work units a session runs before it goes to the back of
 // the run queue, so that a session with a long queue shares its worker.
 const turn = 16
 
-// maxIdleSessions bounds a shard's sessions without records, kept in its
+// maxIdleSessions bounds a shard's sessions without work units, kept in its
 // map, and maxFreeSessions its forgotten ones kept for reuse.
 const (
 	maxIdleSessions = 1024
 	maxFreeSessions = 1024
 )
 
-type shard struct {
+type shard[T comparable] struct {
 	mu       sync.Mutex
-	sessions map[uint64]*session // by key hash; collisions chain on next
-	idle     int                 // sessions in the map without records
-	free     []*session          // forgotten sessions, for reuse
-	_        [40]byte            // keep shards' locks off one cache line
+	sessions map[uint64]*Session[T] // by key hash; collisions chain on next
+	idle     int                    // sessions in the map without work units
+	free     []*Session[T]          // forgotten sessions, for reuse
+	_        [40]byte               // keep shards' locks off one cache line
 }
 
-// session is the queue of one session's records. Guarded by sh.mu.
-type session struct {
-	sh    *shard
+// Session is the queue of one session's work units. Guarded by sh.mu.
+type Session[T comparable] struct {
+	sh    *shard[T]
 	hash  uint64
 	key   []byte
-	next  *session // next session with the same hash
-	queue []*item  // queue[head:] wait; in dispatch order
+	next  *Session[T] // next session with the same hash
+	queue []T         // queue[head:] wait; in dispatch order
 	head  int
-	cur   *item   // the record being handled or backing off
+	cur   T       // the record being handled or backing off
 	w     *worker // the worker running cur, if any
 	kick  chan struct{}
 	state sessionState
@@ -93,22 +117,13 @@ const (
 	sessionQueued  sessionState = iota // on the run queue (or about to be)
 	sessionRunning                     // on a worker
 	sessionWaiting                     // backing off before a retry of cur
-	sessionIdle                        // no records; in the map until swept
+	sessionIdle                        // no work units; in the map until swept
 )
 
 type worker struct {
 	wake   chan struct{}
-	ctx    context.Context // the handler context; canceled for a stuck record
+	ctx    context.Context // the units' context; canceled by Session.Cancel
 	cancel context.CancelFunc
-}
-
-func newDispatcher(cfg *config, shards int, complete func(*item), active, retries *atomic.Int64, tracer trace.Tracer) *dispatcher {
-	d := &dispatcher{cfg: cfg, shards: make([]shard, shards), complete: complete, active: active, retries: retries, tracer: tracer}
-	d.ctx, d.cancel = context.WithCancel(context.Background())
-	for i := range d.shards {
-		d.shards[i].sessions = make(map[uint64]*session)
-	}
-	return d
 }
 
 func fnv1a(b []byte) uint64 {
@@ -124,15 +139,15 @@ func fnv1a(b []byte) uint64 {
 // and cheaper than a modulo).
 func shardOf(h uint64, n int) int { return int((h >> 32) * uint64(n) >> 32) }
 
-// dispatchBatch is how many woken sessions dispatchAll puts on the run
+// dispatchBatch is how many woken sessions DispatchAll puts on the run
 // queue at once: one lock of the run queue for several sessions, while
 // workers start on the first ones before the rest are queued.
 const dispatchBatch = 16
 
-// dispatchAll queues each item on its session (key returns an item's
-// session key), scheduling the sessions that had no records. wakes is
-// scratch space, returned for reuse.
-func (d *dispatcher) dispatchAll(items []*item, key func(*item) []byte, wakes []*session) []*session {
+// DispatchAll queues each unit on its session (key returns a unit's
+// session key, which the pool copies if it keeps it), scheduling the
+// sessions that had no work. wakes is scratch space, returned for reuse.
+func (d *Pool[T]) DispatchAll(items []T, key func(T) []byte, wakes []*Session[T]) []*Session[T] {
 	for _, it := range items {
 		if s := d.enqueue(key(it), it); s != nil {
 			if wakes = append(wakes, s); len(wakes) == dispatchBatch {
@@ -149,8 +164,8 @@ func (d *dispatcher) dispatchAll(items []*item, key func(*item) []byte, wakes []
 }
 
 // enqueue queues it on its session and returns the session if it had no
-// records: the caller schedules it.
-func (d *dispatcher) enqueue(key []byte, it *item) *session {
+// work units: the caller schedules it.
+func (d *Pool[T]) enqueue(key []byte, it T) *Session[T] {
 	h := fnv1a(key)
 	sh := &d.shards[shardOf(h, len(d.shards))]
 	sh.mu.Lock()
@@ -166,7 +181,7 @@ func (d *dispatcher) enqueue(key []byte, it *item) *session {
 		s.state = sessionQueued
 		sh.idle--
 	}
-	it.sess = s
+	d.cfg.Bind(it, s)
 	s.queue = append(s.queue, it)
 	sh.mu.Unlock()
 	if !wake {
@@ -176,12 +191,12 @@ func (d *dispatcher) enqueue(key []byte, it *item) *session {
 }
 
 // newSession adds a session to the shard, reusing a forgotten one.
-func (sh *shard) newSession(h uint64, key []byte) *session {
-	var s *session
+func (sh *shard[T]) newSession(h uint64, key []byte) *Session[T] {
+	var s *Session[T]
 	if n := len(sh.free); n > 0 {
 		s, sh.free = sh.free[n-1], sh.free[:n-1]
 	} else {
-		s = &session{sh: sh}
+		s = &Session[T]{sh: sh}
 	}
 	s.hash, s.key, s.state = h, append(s.key[:0], key...), sessionQueued
 	s.next = sh.sessions[h]
@@ -189,16 +204,17 @@ func (sh *shard) newSession(h uint64, key []byte) *session {
 	return s
 }
 
-// idleSession marks s as without records, forgetting the shard's idle
+// idleSession marks s as without work units, forgetting the shard's idle
 // sessions once there are too many. sh.mu is held.
-func (sh *shard) idleSession(s *session) {
-	s.state, s.cur, s.w = sessionIdle, nil, nil
+func (sh *shard[T]) idleSession(s *Session[T]) {
+	var zero T
+	s.state, s.cur, s.w = sessionIdle, zero, nil
 	s.queue, s.head = s.queue[:0], 0
 	if sh.idle++; sh.idle <= maxIdleSessions {
 		return
 	}
 	for h, first := range sh.sessions {
-		var keep *session
+		var keep *Session[T]
 		for x := first; x != nil; {
 			next := x.next
 			if x.state == sessionIdle {
@@ -222,7 +238,7 @@ func (sh *shard) idleSession(s *session) {
 
 // schedule puts sessions on the run queue and makes sure workers will
 // look.
-func (d *dispatcher) schedule(ss ...*session) {
+func (d *Pool[T]) schedule(ss ...*Session[T]) {
 	d.mu.Lock()
 	d.runq = append(d.runq, ss...)
 	for range ss {
@@ -231,16 +247,16 @@ func (d *dispatcher) schedule(ss ...*session) {
 	d.mu.Unlock()
 }
 
-// activate schedules sessions that had no records: they become active.
-func (d *dispatcher) activate(ss []*session) {
-	d.active.Add(int64(len(ss)))
+// activate schedules sessions that had no work units: they become active.
+func (d *Pool[T]) activate(ss []*Session[T]) {
+	d.cfg.Active.Add(int64(len(ss)))
 	d.schedule(ss...)
 }
 
 // wakeLocked wakes an idle worker, or starts one, unless as many are on
 // their way to the run queue as sessions wait there, or maxSpinning are.
 // d.mu is held.
-func (d *dispatcher) wakeLocked() {
+func (d *Pool[T]) wakeLocked() {
 	if d.spinning >= min(maxSpinning, len(d.runq)-d.runqHead) || d.ctx.Err() != nil {
 		return
 	}
@@ -265,7 +281,7 @@ func (d *dispatcher) wakeLocked() {
 // take returns the next runnable session, parking the worker while there
 // is none; nil when the worker ends (stop, or idle too long). back says
 // the worker comes from a turn: it was not counted as spinning.
-func (d *dispatcher) take(w *worker, idle *time.Timer, back bool) *session {
+func (d *Pool[T]) take(w *worker, idle *time.Timer, back bool) *Session[T] {
 	d.mu.Lock()
 	if !back {
 		d.spinning--
@@ -290,7 +306,7 @@ func (d *dispatcher) take(w *worker, idle *time.Timer, back bool) *session {
 		}
 		d.idle = append(d.idle, w)
 		d.mu.Unlock()
-		idle.Reset(d.cfg.idleSession)
+		idle.Reset(d.cfg.IdleWorker)
 		select {
 		case <-w.wake:
 			idle.Stop()
@@ -323,7 +339,7 @@ func indexWorker(ws []*worker, w *worker) int {
 	return -1
 }
 
-func (d *dispatcher) work(w *worker) {
+func (d *Pool[T]) work(w *worker) {
 	defer d.wg.Done()
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
@@ -338,8 +354,9 @@ func (d *dispatcher) work(w *worker) {
 	}
 }
 
-// stop cancels every handler and waits for the workers and backoffs.
-func (d *dispatcher) stop() {
+// Stop cancels every worker's context and waits for the workers and
+// backoffs: a unit not started yet does not run.
+func (d *Pool[T]) Stop() {
 	d.cancel()
 	d.mu.Lock()
 	for _, w := range d.idle {
@@ -351,13 +368,13 @@ func (d *dispatcher) stop() {
 	d.wg.Wait()
 }
 
-// cancelStuck cancels the handler context of a stuck record, or cuts its
-// backoff short. A record not started yet is dropped by its worker.
-func cancelStuck(it *item) {
-	s := it.sess
-	if s == nil {
-		return // not dispatched
-	}
+// Key is the session's key.
+func (s *Session[T]) Key() []byte { return s.key }
+
+// Cancel cancels the context of t's running attempt, or cuts its backoff
+// short; nothing if t is not s's current unit. A unit not started yet is
+// the Attempt's to drop.
+func (s *Session[T]) Cancel(it T) {
 	s.sh.mu.Lock()
 	defer s.sh.mu.Unlock()
 	if s.cur != it {
@@ -374,19 +391,20 @@ func cancelStuck(it *item) {
 	}
 }
 
-// runTurn runs up to turn records of s on w. Then s goes to the back of
-// the run queue if it has more, waits on its own goroutine if its record
+// runTurn runs up to turn work units of s on w. Then s goes to the back of
+// the run queue if it has more, waits on its own goroutine if its unit
 // backs off before a retry, or ends if it has none.
-func (d *dispatcher) runTurn(w *worker, s *session) {
+func (d *Pool[T]) runTurn(w *worker, s *Session[T]) {
+	var zero T
 	sh := s.sh
 	sh.mu.Lock()
 	for n := 0; ; n++ {
 		it := s.cur
-		if it == nil {
+		if it == zero {
 			if s.head == len(s.queue) {
 				sh.idleSession(s)
 				sh.mu.Unlock()
-				d.active.Add(-1)
+				d.cfg.Active.Add(-1)
 				return
 			}
 			if n >= turn {
@@ -396,7 +414,7 @@ func (d *dispatcher) runTurn(w *worker, s *session) {
 				return
 			}
 			it = s.queue[s.head]
-			s.queue[s.head] = nil
+			s.queue[s.head] = zero
 			if s.head++; s.head == len(s.queue) {
 				s.queue, s.head = s.queue[:0], 0 // reuse the array
 			}
@@ -405,11 +423,11 @@ func (d *dispatcher) runTurn(w *worker, s *session) {
 		s.state, s.w = sessionRunning, w
 		sh.mu.Unlock()
 
-		delay, retry := d.attempt(w, it)
+		delay, retry := d.cfg.Attempt(w.ctx, it)
 
 		sh.mu.Lock()
 		s.w = nil
-		d.renew(w) // under sh.mu: cancelStuck no longer sees w
+		d.renew(w) // under sh.mu: Cancel no longer sees w
 		if retry {
 			kick := make(chan struct{})
 			s.state, s.kick = sessionWaiting, kick
@@ -418,16 +436,16 @@ func (d *dispatcher) runTurn(w *worker, s *session) {
 			go d.backoff(s, delay, kick)
 			return
 		}
-		s.cur = nil
+		s.cur = zero
 	}
 }
 
-// backoff waits out a retry's delay (cut short when the record is declared
-// stuck or the dispatcher stops), then puts s back on the run queue.
-func (d *dispatcher) backoff(s *session, delay time.Duration, kick chan struct{}) {
+// backoff waits out a retry's delay (cut short by Session.Cancel or Stop),
+// then puts s back on the run queue.
+func (d *Pool[T]) backoff(s *Session[T], delay time.Duration, kick chan struct{}) {
 	defer d.wg.Done()
 	select {
-	case <-d.cfg.clock.After(delay):
+	case <-d.cfg.After(delay):
 	case <-kick:
 	case <-d.ctx.Done():
 	}
@@ -437,10 +455,13 @@ func (d *dispatcher) backoff(s *session, delay time.Duration, kick chan struct{}
 	d.schedule(s)
 }
 
-// renew gives w a fresh handler context after a stuck record's was
-// canceled. The session's shard lock is held, with s.w no longer w.
-func (d *dispatcher) renew(w *worker) {
+// renew gives w a fresh context after Session.Cancel canceled its last.
+// The session's shard lock is held, with s.w no longer w.
+func (d *Pool[T]) renew(w *worker) {
 	if w.ctx.Err() != nil && d.ctx.Err() == nil {
 		w.ctx, w.cancel = context.WithCancel(d.ctx)
 	}
 }
+
+// Stopped reports whether Stop was called.
+func (d *Pool[T]) Stopped() bool { return d.ctx.Err() != nil }
