@@ -30,7 +30,7 @@ import (
 // for a moment. Brokers that cannot be reached yet are waited for, as Run
 // always has.
 func checkAccess(ctx context.Context, cfg *config) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, cfg.clientOpts()...)...)
+	cl, err := sideClient(cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
@@ -71,13 +71,12 @@ const topicGrace = inputWait
 // ErrTopicNotFound (naming the topics), or nil; nil also when ctx ends
 // before anything went wrong: a stop, not a failure. The changelog topics
 // are not checked: Run creates them next.
-func (p *Processor) checkStart(ctx context.Context) error {
-	cfg := &p.cfg
+func checkStart(ctx context.Context, cfg *config) error {
 	start := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
 	defer cancel()
 	dials := &dialErrors{last: make(map[string]error)}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...), kgo.WithHooks(dials)}, cfg.clientOpts()...)...)
+	cl, err := sideClient(cfg, kgo.WithHooks(dials))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
@@ -306,38 +305,28 @@ const topicWatchInterval = 10 * time.Second
 // know every topic yet.
 const topicGoneConfirm = 5 * time.Second
 
-// watchTopics starts the watch. The returned context is ctx, canceled
+// watchTopics starts the watch, asking every so often. The returned context is ctx, canceled
 // with a cause wrapping ErrTopicNotFound when a topic is gone; pass Run's
 // result through stop, which ends the watch and returns that cause in
 // place of the result.
-func (p *Processor) watchTopics(ctx context.Context) (context.Context, func(error) error) {
+func watchTopics(ctx context.Context, cfg *config, interval time.Duration) (context.Context, func(error) error) {
 	wctx, cancel := context.WithCancelCause(ctx)
-	every := topicWatchInterval
-	if d := p.hooks.topicWatch; d > 0 {
-		every = d
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.cfg.brokers...)}, p.cfg.clientOpts()...)...)
+		cl, err := sideClient(cfg)
 		if err != nil {
 			return // the start check built one with the same options
 		}
 		defer cl.Close()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := confirmTopicsGone(wctx, cl, &p.cfg, p.cfg.jobTopics()); err != nil {
-				p.cfg.logger.Error("a topic of the job is gone; stopping (what was committed stays committed)", "err", err)
+		every(wctx, interval, func() bool {
+			err := confirmTopicsGone(wctx, cl, cfg, cfg.jobTopics())
+			if err != nil {
+				cfg.logger.Error("a topic of the job is gone; stopping (what was committed stays committed)", "err", err)
 				cancel(err)
-				return
 			}
-		}
+			return err == nil
+		})
 	}()
 	return wctx, func(runErr error) error {
 		cause := context.Cause(wctx)
@@ -383,20 +372,6 @@ func confirmTopicsGone(ctx context.Context, cl *kgo.Client, cfg *config, topics 
 // creation and how their records are partitioned; and the loop's taking
 // of finished restores.
 
-// Changelog topic suffixes: "<group>-<input topic>-<suffix>".
-const (
-	stateSuffix  = "changelog"
-	dedupeSuffix = "dedupe"
-)
-
-func changelogName(group, input, suffix string) string { return group + "-" + input + "-" + suffix }
-
-// changelogSpec is one kind of changelog: a topic per input topic.
-type changelogSpec struct {
-	suffix  string
-	configs map[string]*string // of topics the processor creates
-}
-
 // ensureChangelogs creates missing changelog topics with as many
 // partitions as their input topics, and returns every changelog topic's ID.
 // Existing topics are used as they are.
@@ -407,7 +382,7 @@ func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, er
 	}
 	// A short metadata min age: the client must not answer the check for a
 	// topic it just created from its cache.
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...), kgo.MetadataMinAge(10 * time.Millisecond)}, cfg.clientOpts()...)...)
+	cl, err := sideClient(cfg, kgo.MetadataMinAge(10*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +420,14 @@ func ensureChangelogs(ctx context.Context, cfg *config) (map[string][16]byte, er
 			}
 		}
 	}
-	// New topics take a moment to show up in metadata.
+	return changelogIDs(ctx, adm, want)
+}
+
+// changelogIDs waits for the changelog topics named in want to show in the
+// metadata, which new topics take a moment to, and returns their IDs.
+func changelogIDs(ctx context.Context, adm *kadm.Client, want []string) (map[string][16]byte, error) {
+	var td kadm.TopicDetails
+	var err error
 	ids := make(map[string][16]byte, len(want))
 	for try := 0; ; try++ {
 		if td, err = adm.ListTopics(ctx); err == nil {
@@ -511,4 +493,26 @@ func (p changelogPartitioner) ForTopic(t string) kgo.TopicPartitioner {
 		return kgo.ManualPartitioner().ForTopic(t)
 	}
 	return p.dflt.ForTopic(t)
+}
+
+// checkTopicsGone is confirmTopicsGone with a client of its own, for the
+// loop's error paths, which have a transactional client that must not be
+// used for it: call it when a fetch or produce error satisfies topicGone,
+// with the failed record's topic, and stop with its error if it returns
+// one.
+func checkTopicsGone(ctx context.Context, c *config, topics ...string) error {
+	cl, err := sideClient(c)
+	if err != nil {
+		return nil
+	}
+	defer cl.Close()
+	return confirmTopicsGone(ctx, cl, c, topics)
+}
+
+// sideClient builds a client beside the transactional one, for the admin
+// requests and reads of access and start checks, the topic watch, the
+// changelog topics and the end watch: the job's brokers and client
+// options, after extra.
+func sideClient(cfg *config, extra ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, extra...), cfg.clientOpts()...)...)
 }

@@ -30,7 +30,7 @@ func benchDispatch(b *testing.B, opts ...Opt) {
 	stopGate := l.connect(newFakeClient())
 	defer func() {
 		l.ps.staleAll()
-		r.d.Stop()
+		r.pool.Stop()
 		stopGate()
 		l.ps.restores.close()
 	}()

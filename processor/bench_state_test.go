@@ -81,7 +81,7 @@ func BenchmarkStateGetSet(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		it := &item{part: part, gen: 1}
 		k := keys[i%len(keys)]
-		v, _, err := it.Get(k)
+		v, _, err := (*recordState)(it).Get(k)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func BenchmarkStateGetSet(b *testing.B) {
 			copy(val, v)
 		}
 		binary.BigEndian.PutUint64(val, binary.BigEndian.Uint64(val)+1)
-		it.Set(k, val)
+		(*recordState)(it).Set(k, val)
 		publishWrites(it)
 		if i%10_000 == 0 { // what a commit does: apply and drop the overlay
 			var ws []stateWrite

@@ -6,11 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/onceflow/onceflow/internal/offsetmeta"
 	"github.com/onceflow/onceflow/internal/txncore"
 )
 
@@ -167,7 +165,7 @@ func (c *committer) end(ctx context.Context, t *transaction, rewrite func(*kmsg.
 			// A topic that is gone fails every transaction that writes
 			// to it: stop with an error that names it, not abort and
 			// redo for good.
-			if err := c.cfg.checkTopicsGone(ctx, to.topic); err != nil {
+			if err := checkTopicsGone(ctx, c.cfg, to.topic); err != nil {
 				return endResult{err: err}
 			}
 		}
@@ -218,6 +216,19 @@ func (c *committer) close() {
 	}
 	c.stopGate()
 	c.gates.Wait()
+}
+
+// inFlight counts the transactions begun and not ended: the open one, once
+// it holds work, and one ending.
+func (c *committer) inFlight() int {
+	n := 0
+	if c.open.used {
+		n++
+	}
+	if c.ending != nil {
+		n++
+	}
+	return n
 }
 
 // inTxn reports whether a transaction holds work: the open one, or one
@@ -278,25 +289,6 @@ func offsetsFrom(plans map[tp]commitPlan, sent map[tp]bool) func(*kmsg.TxnOffset
 	}
 }
 
-// commitPlan is what a transaction commits for one input partition.
-type commitPlan struct {
-	base       int64 // the lowest unfinished offset (-1: nothing fetched since a rewind)
-	done       []offsetmeta.Range
-	meta       string
-	doneBefore int // the partition's doneSinceCommit when planned
-}
-
-// abortReasons label onceflow_transactions_aborted_total and key
-// Stats.AbortsBy (see Stats.Aborts).
-var abortReasons = [...]string{"refused", "produce", "revoked", "cascade"}
-
-const (
-	abortRefused = iota
-	abortProduce
-	abortRevoked
-	abortCascade
-)
-
 // commitSchedule decides when the open transaction commits.
 //
 // A transaction commits once it holds finished work and its floor has
@@ -348,9 +340,6 @@ func (c *commitSchedule) ended(now time.Time, saturated bool) {
 	}
 }
 
-// defaultMinCommitInterval is WithMinCommitInterval's default.
-const defaultMinCommitInterval = time.Millisecond
-
 // txnBudget bounds the bytes a transaction takes in, so that its end
 // (flush, offset commit, EndTxn) stays well within the transaction
 // timeout whatever the brokers' pace. A transaction the coordinator times
@@ -399,13 +388,4 @@ func (b *txnBudget) ended(filled bool, took time.Duration) {
 	case filled && took <= b.target/2:
 		b.limit = min(b.max, b.limit*2)
 	}
-}
-
-// recordBytes is what a record adds to its transaction's size.
-func recordBytes(r *kgo.Record) int64 {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return int64(n)
 }

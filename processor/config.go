@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -282,6 +283,24 @@ func (c *config) validateNames() error {
 	return nil
 }
 
+// txnOptions are the options of the transactional sessions and of the
+// instance ID's hold that follow from the configuration; each lifetime
+// adds its clients' options and callbacks (runCall.sessionOptions).
+func (c *config) txnOptions() txncore.Options {
+	return txncore.Options{
+		Brokers:            c.brokers,
+		Group:              c.group,
+		InstanceID:         c.instanceID,
+		Topics:             c.inputs,
+		TransactionTimeout: c.txnTimeout,
+		SessionTimeout:     c.sessionTimeout,
+		RebalanceTimeout:   c.rebalanceTimeout,
+		GroupProtocol:      c.groupProtocol,
+		Pipeline:           c.pipeline,
+		ClientOpts:         c.clientOpts(),
+	}
+}
+
 // commitFloor is the schedule's minimum floor.
 func (c *config) commitFloor() time.Duration {
 	if c.minCommitInterval > 0 {
@@ -313,20 +332,6 @@ func (c *config) topicRole(topic string) string {
 		return "dead-letter topic " + topic + " (WithDLQTopic)"
 	}
 	return "topic " + topic
-}
-
-// checkTopicsGone is confirmTopicsGone with a client of its own, for the
-// loop's error paths, which have a transactional client that must not be
-// used for it: call it when a fetch or produce error satisfies topicGone,
-// with the failed record's topic, and stop with its error if it returns
-// one.
-func (c *config) checkTopicsGone(ctx context.Context, topics ...string) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.brokers...)}, c.clientOpts()...)...)
-	if err != nil {
-		return nil
-	}
-	defer cl.Close()
-	return confirmTopicsGone(ctx, cl, c, topics)
 }
 
 // Handler handles one input record. Records it emits are produced in the
@@ -1012,4 +1017,123 @@ func topicNameProblem(name string) string {
 		}
 	}
 	return ""
+}
+
+// Changelog topic suffixes: "<group>-<input topic>-<suffix>".
+const (
+	stateSuffix  = "changelog"
+	dedupeSuffix = "dedupe"
+)
+
+func changelogName(group, input, suffix string) string { return group + "-" + input + "-" + suffix }
+
+// changelogSpec is one kind of changelog: a topic per input topic.
+type changelogSpec struct {
+	suffix  string
+	configs map[string]*string // of topics the processor creates
+}
+
+const positionsSuffix = "positions"
+
+func positionsTopic(group, input string) string { return changelogName(group, input, positionsSuffix) }
+
+func changelogTopic(group, input string) string { return changelogName(group, input, stateSuffix) }
+
+// dedupeKeyOverhead is what the processor adds to an event ID in the
+// store's keys (see markKey and effectKey): a tag, the input topic (at most
+// 249 bytes) and partition, an epoch or an effect name.
+const dedupeKeyOverhead = 1 + 2 + 249 + 4 + 4 + 2 + MaxEffectNameLen
+
+// headerEventID is the default event ID: the first HeaderEventID header.
+func headerEventID(r *kgo.Record) []byte {
+	for _, h := range r.Headers {
+		if h.Key == HeaderEventID {
+			return h.Value
+		}
+	}
+	return nil
+}
+
+// storeOptions are the dedupe store's options: the user's, with Once's
+// marks synced and room for the processor's key prefixes.
+func storeOptions(o dedupe.Options) *dedupe.Options {
+	o.SyncOnce = true
+	o.MaxIDLen += dedupeKeyOverhead
+	return &o
+}
+
+func dedupeTopicConfigs(o dedupe.Options) map[string]*string {
+	policy := "compact,delete"
+	retention := strconv.FormatInt((o.TTL + o.BucketWidth).Milliseconds(), 10)
+	return map[string]*string{"cleanup.policy": &policy, "retention.ms": &retention}
+}
+
+func dedupeTopic(group, input string) string { return changelogName(group, input, dedupeSuffix) }
+
+// defaultMinCommitInterval is WithMinCommitInterval's default.
+const defaultMinCommitInterval = time.Millisecond
+
+// HeaderEventID is the record header that holds a record's event ID by
+// default (see WithDedupe and WithEventID).
+const HeaderEventID = "event-id"
+
+// MaxEffectNameLen bounds the effect names of OnceNamed.
+const MaxEffectNameLen = 255
+
+// testHooks let tests crash the processor at points no fault injection
+// reaches, or leave out a check to test another alone. They are not configuration: tests pass them to New as hook
+// options (hooksOpt, made in export_test.go), New keeps them on the
+// Processor, apart from config, and the loop reads them from there. Each
+// Processor has its own, so tests running in parallel do not share them.
+// Zero in production: each costs one nil check.
+type testHooks struct {
+	// afterEndTxn runs after a transaction committed and before its state
+	// writes (n of them) are applied to the store; an error ends Run.
+	afterEndTxn func(n int) error
+	// restoreApply runs after each batch a restore applied to the store
+	// of an input partition, with the batch's records; an error fails the
+	// restore (and Run).
+	restoreApply func(input int32, records int) error
+	// claimRecheck, if set, replaces txncore.ClaimRecheck.
+	claimRecheck time.Duration
+	// topicWatch, if set, replaces topicWatchInterval (admin.go).
+	topicWatch time.Duration
+	// lagRefresh, if set, replaces lagRefreshInterval (observe.go).
+	lagRefresh time.Duration
+	// fixedBudget, if set, fixes each transaction's budget at this many
+	// bytes (see txnBudget).
+	fixedBudget int64
+}
+
+// hooksOpt is an Opt that sets test hooks rather than configuration.
+type hooksOpt func(*testHooks)
+
+func (hooksOpt) apply(*config) {}
+
+// hooksOf collects the test hooks that opts set.
+func hooksOf(opts []Opt) testHooks {
+	var h testHooks
+	for _, o := range opts {
+		if ho, ok := o.(hooksOpt); ok {
+			ho(&h)
+		}
+	}
+	return h
+}
+
+// every calls fn every interval until ctx ends or fn returns false: the
+// side loops beside the record path (topic watch, end offsets, end watch).
+func every(ctx context.Context, interval time.Duration, fn func() bool) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !fn() {
+			return
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -12,28 +11,6 @@ import (
 
 	"github.com/onceflow/onceflow/dedupe"
 )
-
-// HeaderEventID is the record header that holds a record's event ID by
-// default (see WithDedupe and WithEventID).
-const HeaderEventID = "event-id"
-
-// MaxEffectNameLen bounds the effect names of OnceNamed.
-const MaxEffectNameLen = 255
-
-// dedupeKeyOverhead is what the processor adds to an event ID in the
-// store's keys (see markKey and effectKey): a tag, the input topic (at most
-// 249 bytes) and partition, an epoch or an effect name.
-const dedupeKeyOverhead = 1 + 2 + 249 + 4 + 4 + 2 + MaxEffectNameLen
-
-// headerEventID is the default event ID: the first HeaderEventID header.
-func headerEventID(r *kgo.Record) []byte {
-	for _, h := range r.Headers {
-		if h.Key == HeaderEventID {
-			return h.Value
-		}
-	}
-	return nil
-}
 
 // EventID returns the event ID of the record whose handler got ctx, or nil
 // if it has none or the processor has no WithDedupe. Pass it to external
@@ -90,22 +67,6 @@ func OnceNamed(ctx context.Context, effect string, fn func(ctx context.Context) 
 	}
 	return d.tgt.store.Once(ctx, d.tgt.effectKey(effect, id), fn)
 }
-
-// storeOptions are the dedupe store's options: the user's, with Once's
-// marks synced and room for the processor's key prefixes.
-func storeOptions(o dedupe.Options) *dedupe.Options {
-	o.SyncOnce = true
-	o.MaxIDLen += dedupeKeyOverhead
-	return &o
-}
-
-func dedupeTopicConfigs(o dedupe.Options) map[string]*string {
-	policy := "compact,delete"
-	retention := strconv.FormatInt((o.TTL + o.BucketWidth).Milliseconds(), 10)
-	return map[string]*string{"cleanup.policy": &policy, "retention.ms": &retention}
-}
-
-func dedupeTopic(group, input string) string { return changelogName(group, input, dedupeSuffix) }
 
 // dedupeKeyspace is the dedupe marks as a keyspace (see keyspace): the
 // dedupe store, mirrored to one changelog per input topic. Its parts are
@@ -231,8 +192,6 @@ func (d *partDedupe) produce(t *transaction, it *item, stuck bool) {
 	}
 }
 
-// rewound forgets the claims and marks of the aborted transaction; the
-// target, whose epoch a restore may have set, is kept.
 // stage adds the marks of the committed transaction t, with the changelog
 // checkpoint they reach, to b (stagedPart).
 func (d *partDedupe) stage(b *dedupe.Batch, t *transaction, ids map[string][16]byte) (bool, error) {
@@ -259,6 +218,8 @@ func (d *partDedupe) committed() {
 	d.txn = d.txn[:0]
 }
 
+// rewound forgets the claims and marks of the aborted transaction; the
+// target, whose epoch a restore may have set, is kept.
 func (d *partDedupe) rewound() keyspacePart { return d.ks.newPart(d.tgt) }
 
 // dedupeTarget is one input partition's marks in the shared store, and

@@ -90,43 +90,43 @@
 // docs/operations.md for the metrics reference and what to alert on.
 package processor
 
-// A map of the package's types, for readers of its code. One record goes
-// lifetime.poll -> partitions.intake (partition.track, dispatchWindow) ->
-// dispatcher -> worker (turn.go: runTurn, attempt) -> completionQueue ->
-// partitions.drain (tryAdmit, transaction.produce) -> lifetime.startCommit
-// -> committer.end (on its own goroutine) -> lifetime.takeCommit.
-// The partition's keyspaces (keyspace.go) see it at three of these
-// steps: screen before dispatch, produce at admission, apply after commit.
+// The house map, for readers of the package's code: its files from the
+// ground up. A file uses only the files below it (a keyspace's part,
+// which a partition holds, is the one name partition.go takes from
+// above), and no piece holds a pointer to its owner: each gets the values
+// or the small interface it needs.
 //
-//	Processor          processor.go   options, counters, metrics; Run builds a run
-//	config             config.go      what the Opts (options.go) set; defaults and validation
-//	run                run.go         one Run call: workers, completion queue, local stores,
-//	                                  the instance ID's hold (txncore.Instance); builds each
-//	                                  lifetime and its client
-//	lifetime           lifetime.go    one transactional session: the loop's skeleton (poll,
-//	                                  group news, commit plans, their results, abort)
-//	partitions         partitions.go  the record path: intake, dispatch window, drain and
-//	                                  admission, stuck records, backpressure, revoke, rewind
-//	txnClient          client.go      what the loop needs of txncore.Session; faked in tests
-//	committer          committer.go   the open transaction and the one ending, in order;
-//	                                  the offset commit's rewrite
-//	transaction        transaction.go one transaction: produce, promises, counts
-//	openGate           opengate.go    its records wait for the one before; its first goes out alone
-//	commitSchedule     schedule.go    when the next commit starts
-//	groupEvents        group.go       the group callbacks' news for the loop
-//	endOffsets         endoffsets.go  listed end offsets, for the lag gauge
-//	restores           restore.go     changelog restores of newly assigned partitions
-//	partition, item    partition.go   a partition's records in offset order; commit point
-//	dispatcher         dispatch.go    sessions, the run queue and the worker pool
-//	                   turn.go        one session's turn on a worker; retries
-//	completionQueue    completions.go finished items back to the loop
-//	keyspace,          keyspace.go    a changelog-backed keyspace as the loop sees it: restore,
-//	keyspacePart                      screen, produce, plan, apply after commit, rewind; the
-//	                                  partitions hold them as a list, a partition its parts
-//	stateKeyspace      statesync.go   session state: the store, apply, restore target
-//	partState          state.go       a partition's unapplied state, read by handlers
-//	dedupeKeyspace,    dedupesync.go  event-ID marks: screening, marks, apply
-//	partDedupe
-//	dedupeTarget       dedupetarget.go a partition's marks in the dedupe store; restore target
-//	positionLog        positions.go   the position guard's log
-//	testHooks          hooks.go       crash-test hooks, on the Processor, not in config
+//	internal/sched  the worker pool: sessions' units one at a time, sessions in parallel,
+//	                backoffs off the workers; knows nothing of Kafka or of this package
+//	partition.go    the ground: tp, the record in flight (item; its Emitter and State
+//	                are views of it in handler.go and state.go), a partition's records
+//	                in offset order and its commit point, the commit plan
+//	errors.go       sentinel and typed errors; why records are dead-lettered and
+//	                transactions aborted
+//	config.go       the With… options, defaults and validation, the retry policy, client
+//	                logging, changelog names, test hooks
+//	observe.go      counters behind Stats, metrics, tracing, end offsets, log attributes
+//	transaction.go  one transaction: its client (txnClient), produce, its open gate
+//	keyspace.go     what the loop sees of a changelog-backed keyspace, and its restores
+//	state.go        session state as a keyspace, and a handler's State
+//	handler.go      one attempt of the handler: panics, error classes, retries, dead letters
+//	partitions.go   the record path: intake, dispatch, the completion queue, drain and
+//	                admission, stuck records, backpressure, revokes and rewinds
+//	dedupe.go       event-ID marks as a keyspace, Once and EventID
+//	group.go        the group callbacks' news for the loop
+//	admin.go        side clients: access and start checks, the topic watch, changelog topics
+//	positions.go    the position guard's log (a keyspace)
+//	committer.go    the commit path: the open transaction and the one ending, in order;
+//	                the commit schedule and the byte budget
+//	lifetime.go     one transactional client's loop: poll, news, drain, commit, abort
+//	stopatend.go    the end watch of a bounded run (WithStopAtEnd)
+//	run.go          one Run call: the pool, the stores, the instance ID's hold; builds
+//	                each lifetime and its client
+//	processor.go    Processor: New, Run, Stats
+//
+// One record goes lifetime.poll -> partitions.intake (partition.track,
+// dispatchWindow) -> sched.Pool -> handlers.attempt -> completionQueue ->
+// partitions.drain (tryAdmit, transaction.produce) -> lifetime.startCommit
+// -> committer.end (on its own goroutine) -> lifetime.takeCommit. The
+// partition's keyspaces see it at three of these steps: screen before
+// dispatch, produce at admission, apply after commit.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
 	"github.com/onceflow/onceflow/internal/txncore"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 var (
@@ -58,7 +59,7 @@ var (
 	// SASL the client was not given (see WithKgoOpts), a wrong password,
 	// a certificate the client does not trust. Going on could not help,
 	// so Run stops within seconds (a refusal is confirmed once after a
-	// pause: see access.go) instead of retrying.
+	// pause: see checkAccess) instead of retrying.
 	ErrUnauthenticated = errors.New("processor: the brokers refused the connection or its credentials")
 
 	// ErrAlreadyRun is returned by a second call to Run.
@@ -87,3 +88,57 @@ func Permanent(err error) error {
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidOption, fmt.Sprintf(format, args...))
 }
+
+// Dead-letter reasons, in the HeaderReason header.
+const (
+	reasonPermanent        = "permanent"
+	reasonRetriesExhausted = "retries-exhausted"
+	reasonStuck            = "stuck"
+	reasonEventIDTooLong   = "event-id-too-long" // WithDedupe: longer than MaxIDLen
+	reasonPanic            = "panic"             // user code panicked: see PanicError
+)
+
+// dlqReasons indexes the per-reason dead-letter counters.
+var dlqReasons = [...]string{reasonPermanent, reasonRetriesExhausted, reasonStuck, reasonEventIDTooLong, reasonPanic}
+
+func reasonIndex(reason string) int {
+	for i, r := range dlqReasons {
+		if r == reason {
+			return i
+		}
+	}
+	return 0
+}
+
+// Dead-letter headers: where the record came from and why it failed. The
+// input's own headers follow them unchanged.
+const (
+	HeaderSourceTopic     = "onceflow-dlq-source-topic"
+	HeaderSourcePartition = "onceflow-dlq-source-partition"
+	HeaderSourceOffset    = "onceflow-dlq-source-offset"
+	HeaderReason          = "onceflow-dlq-reason"
+	HeaderError           = "onceflow-dlq-error"
+	HeaderAttempts        = "onceflow-dlq-attempts"
+	HeaderFirstFailure    = "onceflow-dlq-first-failure" // RFC 3339, nanoseconds
+)
+
+// headerValue is the value of r's first header named key, or "".
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// abortReasons label onceflow_transactions_aborted_total and key
+// Stats.AbortsBy (see Stats.Aborts).
+var abortReasons = [...]string{"refused", "produce", "revoked", "cascade"}
+
+const (
+	abortRefused = iota
+	abortProduce
+	abortRevoked
+	abortCascade
+)

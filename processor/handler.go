@@ -15,6 +15,17 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// emitter is an item as its handler's Emitter: it sees only the outputs.
+type emitter item
+
+// Emit implements Emitter: an output without a key gets its input's.
+func (e *emitter) Emit(r *kgo.Record) {
+	if r.Key == nil {
+		r.Key = e.rec.Key
+	}
+	e.outputs = append(e.outputs, r)
+}
+
 // handlers runs the handler for records on the pool's workers
 // (sched.Config.Attempt): one attempt at a time, its error's
 // classification, retries and dead letters, and the hand-back of a
@@ -54,7 +65,7 @@ func (d *handlers) attempt(wctx context.Context, it *item) (time.Duration, bool)
 	if pe := d.keyPanic(it); pe != nil {
 		err = pe // its session key function panicked: the handler does not run
 	} else {
-		err = callHandler(cfg.handler, ctx, it.rec, it)
+		err = callHandler(cfg.handler, ctx, it.rec, (*emitter)(it))
 	}
 	if err == nil {
 		err = d.checkOutputs(it)
@@ -340,39 +351,6 @@ func panicFromKey(key []byte) *PanicError {
 	return &PanicError{In: "WithSessionKey function", Value: parts[0], Where: parts[1], Stack: parts[2]}
 }
 
-// Dead-letter reasons, in the HeaderReason header.
-const (
-	reasonPermanent        = "permanent"
-	reasonRetriesExhausted = "retries-exhausted"
-	reasonStuck            = "stuck"
-	reasonEventIDTooLong   = "event-id-too-long" // WithDedupe: longer than MaxIDLen
-	reasonPanic            = "panic"             // user code panicked: see PanicError
-)
-
-// dlqReasons indexes the per-reason dead-letter counters.
-var dlqReasons = [...]string{reasonPermanent, reasonRetriesExhausted, reasonStuck, reasonEventIDTooLong, reasonPanic}
-
-func reasonIndex(reason string) int {
-	for i, r := range dlqReasons {
-		if r == reason {
-			return i
-		}
-	}
-	return 0
-}
-
-// Dead-letter headers: where the record came from and why it failed. The
-// input's own headers follow them unchanged.
-const (
-	HeaderSourceTopic     = "onceflow-dlq-source-topic"
-	HeaderSourcePartition = "onceflow-dlq-source-partition"
-	HeaderSourceOffset    = "onceflow-dlq-source-offset"
-	HeaderReason          = "onceflow-dlq-reason"
-	HeaderError           = "onceflow-dlq-error"
-	HeaderAttempts        = "onceflow-dlq-attempts"
-	HeaderFirstFailure    = "onceflow-dlq-first-failure" // RFC 3339, nanoseconds
-)
-
 // deadLetter builds the dead-letter copy of it's input record. It must be
 // called by whoever owns it (the session, or the loop for a stuck record,
 // which reads only fields the session does not write).
@@ -433,14 +411,4 @@ func logPanic(cfg *config, it *item, err error) {
 	}
 	cfg.logger.Error(pe.In+" panicked; "+fate, "topic", it.rec.Topic, "partition", it.rec.Partition,
 		"offset", it.rec.Offset, "panic", fmt.Sprint(pe.Value), "at", pe.Where, "stack", pe.Stack)
-}
-
-// headerValue is the value of r's first header named key, or "".
-func headerValue(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

@@ -36,7 +36,7 @@ func TestLostYieldEndsWithLifetime(t *testing.T) {
 		WithOutputTopic("out"), WithHandler(copyToOutput), WithGroupProtocol(GroupProtocolConsumer), WithClock(clock))
 	require.NoError(t, err)
 	r := newRun(p)
-	t.Cleanup(r.d.Stop)
+	t.Cleanup(r.pool.Stop)
 	r.inst.Held("an-expired-member") // i1 is free: nobody replaced it
 	// rebuildWaits is how long, by the clock, the yield before a rebuild
 	// waits for a newer process.

@@ -12,8 +12,8 @@ import (
 )
 
 // A keyspace is local data that a changelog topic mirrors, one changelog
-// partition per input partition: session state (WithStateStore, state.go
-// and statesync.go), dedupe marks (WithDedupe, dedupesync.go) and the
+// partition per input partition: session state (WithStateStore, state.go),
+// dedupe marks (WithDedupe, dedupe.go) and the
 // position log (WithPositionGuard, positions.go). All take the same path,
 // which is why the loop treats them alike:
 //
@@ -74,25 +74,6 @@ type restoreSpec struct {
 	topic  string // the changelog topic
 	target changelog.Target
 	stat   *atomic.Int64 // counts the records restored
-}
-
-// newKeyspaces lists a lifetime's keyspaces, in the order their writes go
-// into a transaction.
-func newKeyspaces(r *run, group *groupEvents) []keyspace {
-	p, cfg := r.p, r.cfg
-	var out []keyspace
-	if r.store != nil {
-		out = append(out, &stateKeyspace{store: r.store, group: cfg.group, ids: r.changelogIDs,
-			restored: &p.stats.restored, restoreHook: p.hooks.restoreApply})
-	}
-	if r.marks != nil {
-		out = append(out, &dedupeKeyspace{store: r.marks, cfg: cfg, opts: &p.dedupeOpts, ids: r.changelogIDs,
-			restored: &p.stats.marksRestored})
-	}
-	if cfg.positionGuard {
-		out = append(out, &positionLog{cfg: cfg, group: group, regressions: &p.stats.positionRegressions})
-	}
-	return out
 }
 
 // keyspaceOpts are the client options the keyspaces add.
@@ -172,13 +153,6 @@ func applyCommitted[T interface {
 	}
 	return nil
 }
-
-// restoreGate holds a partition's records back while any of its
-// keyspaces is restoring. Rewinds carry it over to the partition's new
-// state, so a rewind during a restore does not let records through early.
-type restoreGate struct{ pending int }
-
-func (g *restoreGate) open() bool { return g == nil || g.pending == 0 }
 
 // restoreRun is one restore of one changelog partition into its store. A
 // partition revoked while restoring cancels its runs; if it comes back, a

@@ -23,9 +23,11 @@ import (
 // report arrives through group (the client's callbacks), the restores,
 // the run's completion queue and ends.
 type lifetime struct {
-	p     *Processor
-	r     *run
 	cfg   *config
+	obs   observers
+	hooks *testHooks
+	inst  *txncore.Instance // the process's hold on its instance ID
+	comps *completionQueue  // finished records from the workers
 	s     txnClient
 	c     *committer   // the transactions: the open one and the one ending
 	ps    *partitions  // the record path
@@ -54,81 +56,92 @@ func (l *lifetime) connect(s txnClient) (closeCommitter func()) {
 	l.s = s
 	l.ps.s = s
 	budget := newTxnBudget(l.cfg.txnTimeout)
-	if b := l.p.hooks.txnBudget; b > 0 {
+	if b := l.hooks.fixedBudget; b > 0 {
 		budget = txnBudget{limit: b, min: b, max: b, target: budget.target}
 	}
-	l.c = newCommitter(s, l.cfg, l.p.metrics, budget, l.produceCtx, l.r.comps.notify)
-	l.p.metrics.setTxnBudget(budget.limit)
+	l.c = newCommitter(s, l.cfg, l.obs.m, budget, l.produceCtx, l.comps.notify)
+	l.obs.m.setTxnBudget(budget.limit)
 	return l.c.close
 }
 
 func (l *lifetime) run(ctx context.Context) error {
-	cfg := l.cfg
-	l.sched = newCommitSchedule(cfg.commitFloor(), cfg.commitInterval, time.Now())
+	l.sched = newCommitSchedule(l.cfg.commitFloor(), l.cfg.commitInterval, time.Now())
 	for {
 		if ctx.Err() != nil {
 			return l.shutdown()
 		}
-		if err := l.poll(ctx); err != nil {
+		if err := l.step(ctx); err != nil {
 			return err
 		}
-		if err := l.handleEvents(); err != nil {
-			return err
-		}
-		if e := l.r.inst.Recheck(ctx, l.now, l.c.inTxn(), l.group.losses.Load()); e != nil {
-			l.cfg.logger.Warn("a newer process with this instance ID is waiting for it; yielding", "err", e)
-			return e
-		}
-		if err := l.takeCommit(ctx, false); err != nil {
-			return err
-		}
-		if err := l.ps.drain(l.c.open, l.now); err != nil {
-			return err
-		}
-		if l.c.open.full() {
-			l.saturated = true
-		}
-		if err := l.ps.checkStuck(l.c.open, l.now); err != nil {
-			return err
-		}
-		if err := l.c.open.gate.releaseIfReady(); err != nil {
-			return err
-		}
-		if l.ps.backpressure() {
-			l.saturated = true
-		}
-		wantRebalance := l.group.rebalanceWanted.Load()
-		if l.c.ending != nil || !wantRebalance && !l.commitDue(time.Now()) {
-			continue
-		}
-		if !l.c.open.used {
-			l.ended() // nothing to commit: look again an interval on
-			continue
-		}
-		if wantRebalance {
-			// Finish what is in flight while our generation is
-			// still current, so the next owner redoes little.
-			if err := l.waitInFlight(ctx, ctx); err != nil {
-				return err
-			}
-		}
-		// Not canceled with ctx: a stop arriving mid-commit must not
-		// turn a commit the broker may already have applied into an
-		// unknown outcome (a rebuild, and Stats missing its outputs).
-		// Bounded instead: the end's flush and commit take a
-		// transaction timeout each at most. The loop sees ctx after it
-		// and shuts down.
-		cctx := context.WithoutCancel(ctx)
-		if wantRebalance || !l.canOverlap() {
-			if err := l.commit(cctx); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := l.startCommit(cctx); err != nil {
+		if err := l.commitIfDue(ctx); err != nil {
 			return err
 		}
 	}
+}
+
+// step is one turn of the loop before its commit: poll, the group's news,
+// the instance ID's recheck, a finished end, finished work into the open
+// transaction, stuck records, the gate, backpressure.
+func (l *lifetime) step(ctx context.Context) error {
+	if err := l.poll(ctx); err != nil {
+		return err
+	}
+	if err := l.handleEvents(); err != nil {
+		return err
+	}
+	if e := l.inst.Recheck(ctx, l.now, l.c.inTxn(), l.group.losses.Load()); e != nil {
+		l.cfg.logger.Warn("a newer process with this instance ID is waiting for it; yielding", "err", e)
+		return e
+	}
+	if err := l.takeCommit(ctx, false); err != nil {
+		return err
+	}
+	if err := l.ps.drain(l.c.open, l.now); err != nil {
+		return err
+	}
+	if l.c.open.full() {
+		l.saturated = true
+	}
+	if err := l.ps.checkStuck(l.c.open, l.now); err != nil {
+		return err
+	}
+	if err := l.c.open.gate.releaseIfReady(); err != nil {
+		return err
+	}
+	if l.ps.backpressure() {
+		l.saturated = true
+	}
+	return nil
+}
+
+// commitIfDue commits the open transaction if a commit is due or a
+// rebalance waits for one, and no end runs.
+func (l *lifetime) commitIfDue(ctx context.Context) error {
+	wantRebalance := l.group.rebalanceWanted.Load()
+	if l.c.ending != nil || !wantRebalance && !l.commitDue(time.Now()) {
+		return nil
+	}
+	if !l.c.open.used {
+		l.ended() // nothing to commit: look again an interval on
+		return nil
+	}
+	if wantRebalance {
+		// Finish what is in flight while our generation is still
+		// current, so the next owner redoes little.
+		if err := l.waitInFlight(ctx, ctx); err != nil {
+			return err
+		}
+	}
+	// Not canceled with ctx: a stop arriving mid-commit must not turn a
+	// commit the broker may already have applied into an unknown outcome
+	// (a rebuild, and Stats missing its outputs). Bounded instead: the
+	// end's flush and commit take a transaction timeout each at most. The
+	// loop sees ctx after it and shuts down.
+	cctx := context.WithoutCancel(ctx)
+	if wantRebalance || !l.canOverlap() {
+		return l.commit(cctx)
+	}
+	return l.startCommit(cctx)
 }
 
 // commitDue reports whether the open transaction should commit now: its
@@ -178,8 +191,8 @@ func (l *lifetime) poll(ctx context.Context) error {
 	}
 	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	l.r.comps.pollWake.Store(&cancel)
-	if l.r.comps.pending() && !l.c.open.full() || l.c.open.gate.ready() || l.c.done() {
+	l.comps.pollWake.Store(&cancel)
+	if l.comps.pending() && !l.c.open.full() || l.c.open.gate.ready() || l.c.done() {
 		cancel() // woken before the wake was armed: do not wait (completions wait while the transaction is full)
 	}
 	var fs kgo.Fetches
@@ -191,7 +204,7 @@ func (l *lifetime) poll(ctx context.Context) error {
 	if room <= 0 || fs.NumRecords() >= room {
 		l.saturated = true // more may wait in the client's buffer
 	}
-	l.r.comps.pollWake.Store(nil)
+	l.comps.pollWake.Store(nil)
 	l.now = l.cfg.clock.Now()
 	var fatal error
 	fs.EachError(func(topic string, partition int32, err error) {
@@ -202,14 +215,14 @@ func (l *lifetime) poll(ctx context.Context) error {
 		case errors.Is(err, kerr.FencedInstanceID):
 			fatal = l.s.CheckFenced(ctx, "poll", err)
 		case errors.Is(err, kerr.UnreleasedInstanceID):
-			if e := l.r.inst.Replaced(ctx, l.now, "poll", err); e != nil {
+			if e := l.inst.Replaced(ctx, l.now, "poll", err); e != nil {
 				fatal = e
 				return
 			}
 			l.cfg.logger.Warn("waiting for the group to release this instance ID (a stopped predecessor's session must expire first)", "err", err)
 		case topicGone(err):
 			// The topic watch finds it too, later.
-			if e := l.cfg.checkTopicsGone(ctx, topic); e != nil {
+			if e := checkTopicsGone(ctx, l.cfg, topic); e != nil {
 				fatal = e
 				return
 			}
@@ -235,7 +248,7 @@ func (l *lifetime) handleEvents() error {
 	}
 	l.ps.revoke(revoked)
 	if rebalanced {
-		l.p.stats.rebalances.Add(1)
+		l.obs.stats.rebalances.Add(1)
 		l.cfg.logger.Debug("rebalanced", "in_txn", l.c.inTxn())
 		l.ps.rewindUntracked()
 	}
@@ -273,7 +286,7 @@ func (l *lifetime) waitInFlight(ctx, drainCtx context.Context) error {
 	defer deadline.Stop()
 	for l.ps.unfinished() > 0 && !l.c.open.full() { // a full transaction takes no more
 		select {
-		case <-l.r.comps.wake:
+		case <-l.comps.wake:
 		case <-deadline.C:
 			l.cfg.logger.Info("drain timeout: unfinished records are left to be redone", "unfinished", l.ps.unfinished())
 			return nil
@@ -310,7 +323,7 @@ func (l *lifetime) startCommit(ctx context.Context) error {
 		}
 	}
 	began := time.Now()
-	l.p.metrics.observeCommitStart(began)
+	l.obs.m.observeCommitStart(began)
 	plans := make(map[tp]commitPlan, len(l.ps.all))
 	for k, p := range l.ps.all {
 		base, done := p.commitPoint()
@@ -321,9 +334,9 @@ func (l *lifetime) startCommit(ctx context.Context) error {
 	}
 	e := &ending{plans: plans, sent: make(map[tp]bool, len(plans)), began: began}
 	var spanCtx context.Context
-	spanCtx, e.span = startCommitSpan(ctx, l.p.tracer, l.c.open, len(l.ps.all))
+	spanCtx, e.span = startCommitSpan(ctx, l.obs.tracer, l.c.open.counts, len(l.ps.all))
 	l.c.start(spanCtx, e, offsetsFrom(plans, e.sent))
-	l.p.metrics.setInFlight(l.c)
+	l.obs.m.setInFlight(l.c.inFlight())
 	return nil
 }
 
@@ -351,7 +364,7 @@ func (l *lifetime) takeCommit(ctx context.Context, wait bool) error {
 	if e == nil {
 		return nil
 	}
-	l.p.metrics.setInFlight(l.c)
+	l.obs.m.setInFlight(l.c.inFlight())
 	endCommit(e.span, res.committed, e.sent, res.err)
 	switch {
 	case res.err != nil:
@@ -361,7 +374,7 @@ func (l *lifetime) takeCommit(ctx context.Context, wait bool) error {
 	case !res.committed:
 		return l.abortAll(ctx, abortRefused)
 	}
-	if h := l.p.hooks.afterEndTxn; h != nil {
+	if h := l.hooks.afterEndTxn; h != nil {
 		if err := h(pendingStateWrites(l.ps.all)); err != nil {
 			return err
 		}
@@ -383,9 +396,9 @@ func (l *lifetime) takeCommit(ctx context.Context, wait bool) error {
 	}
 	took := time.Since(e.began)
 	l.c.budget.ended(e.t.full(), took)
-	l.p.metrics.setTxnBudget(l.c.budget.limit)
-	l.p.stats.commits.Record(took)
-	e.t.settle(&l.p.stats)
+	l.obs.m.setTxnBudget(l.c.budget.limit)
+	l.obs.stats.commits.Record(took)
+	e.t.settle(l.obs.stats)
 	l.cfg.logger.Debug("committed", "took", took)
 	l.ended()
 	return nil
@@ -396,7 +409,7 @@ func (l *lifetime) takeCommit(ctx context.Context, wait bool) error {
 // for the commit may run, the gauges are published.
 func (l *lifetime) ended() {
 	l.sched.ended(time.Now(), l.saturated)
-	l.p.metrics.setCommitFloor(l.sched.floor)
+	l.obs.m.setCommitFloor(l.sched.floor)
 	l.saturated = false
 	l.group.rebalanceWanted.Store(false)
 	l.s.AllowRebalance()
@@ -409,7 +422,7 @@ func (l *lifetime) ended() {
 // partitions hold: with any keyspace the loop admits nothing until the
 // end is over.
 func (l *lifetime) canOverlap() bool {
-	return len(l.ps.keyspaces) == 0 && l.p.hooks.afterEndTxn == nil
+	return len(l.ps.keyspaces) == 0 && l.hooks.afterEndTxn == nil
 }
 
 // abortAll counts an aborted transaction with its reason, aborts the open
@@ -417,9 +430,9 @@ func (l *lifetime) canOverlap() bool {
 // one's own), rewinds the consumer and drops everything after the last
 // commit.
 func (l *lifetime) abortAll(ctx context.Context, reason int) error {
-	l.p.stats.abortsBy[reason].Add(1)
+	l.obs.stats.abortsBy[reason].Add(1)
 	if reason != abortRevoked && l.c.open.used {
-		l.p.stats.abortsBy[abortCascade].Add(1)
+		l.obs.stats.abortsBy[abortCascade].Add(1)
 	}
 	parts := make([]string, 0, len(l.ps.all))
 	for k := range l.ps.all {
@@ -439,9 +452,9 @@ func (l *lifetime) abortAll(ctx context.Context, reason int) error {
 // publish sets the per-partition gauges from the loop's state, once per
 // commit interval, not per record (metrics.publish).
 func (l *lifetime) publish() {
-	if l.p.metrics == nil {
+	if l.obs.m == nil {
 		return
 	}
 	l.ends.raise(l.ps.all)
-	l.p.metrics.publish(l.ps.all, l.cfg.clock.Now())
+	l.obs.m.publish(l.ps.all, l.cfg.clock.Now())
 }

@@ -34,7 +34,7 @@ func newLoopHarness(t *testing.T, h Handler, opts ...Opt) *loopHarness {
 	stopGate := l.connect(c)
 	t.Cleanup(func() {
 		l.ps.staleAll()
-		r.d.Stop()
+		r.pool.Stop()
 		stopGate()
 		l.ps.restores.close()
 		c.mu.Lock()
@@ -69,7 +69,7 @@ func (h *loopHarness) settle(cond func() bool) {
 			return
 		}
 		select {
-		case <-h.l.r.comps.wake:
+		case <-h.l.comps.wake:
 		case <-deadline:
 			h.t.Fatalf("loop did not settle: %d unfinished, %d held", h.l.ps.unfinished(), len(h.part().held))
 		}
@@ -103,7 +103,7 @@ func (h *loopHarness) whileEnding() {
 	deadline := time.After(10 * time.Second)
 	for h.l.c.ending != nil {
 		select {
-		case <-h.l.r.comps.wake:
+		case <-h.l.comps.wake:
 		case <-deadline:
 			h.t.Fatal("the transaction's end did not finish")
 		}
@@ -353,7 +353,7 @@ func TestLoopRevokeDropsInFlightWork(t *testing.T) {
 	b.release(2)
 	// Its completion arrives stale and is not produced.
 	deadline := time.After(5 * time.Second)
-	for h.l.p.stats.activeSessions.Load() > 0 {
+	for h.l.obs.stats.activeSessions.Load() > 0 {
 		select {
 		case <-deadline:
 			t.Fatal("sessions did not end")

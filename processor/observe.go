@@ -3,12 +3,15 @@ package processor
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/onceflow/onceflow/internal/durations"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,7 +41,7 @@ type metrics struct {
 	commitLatency  prometheus.Histogram
 	commitInterval prometheus.Histogram
 	commitFloor    prometheus.Gauge
-	txnBudget      prometheus.Gauge
+	budget         prometheus.Gauge
 	commitStage    *prometheus.HistogramVec
 	txnsInFlight   prometheus.Gauge
 	lastCommit     time.Time // the previous commit's start; loop-owned
@@ -52,65 +55,71 @@ type metrics struct {
 // partLabels are the variable labels of the per-partition gauges.
 var partLabels = []string{"topic", "partition"}
 
-func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
+func newMetrics(reg prometheus.Registerer, cfg *config, s *counters) *metrics {
 	if reg == nil {
 		return nil
 	}
 	constLabels := prometheus.Labels{"group": cfg.group, "instance": cfg.instanceID}
-	m := &metrics{
-		commitLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Name: "commit_duration_seconds", ConstLabels: constLabels,
-			Help:    "Time to commit one transaction (offsets, outputs and end of transaction).",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1ms .. 16s
-		}),
-		commitInterval: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Name: "commit_interval_seconds", ConstLabels: constLabels,
-			Help:    "Time from one commit's start to the next's: scheduled by load, at most WithCommitInterval after the previous commit ended.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1ms .. 16s
-		}),
-		commitFloor: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Name: "commit_floor_seconds", ConstLabels: constLabels,
-			Help: "The shortest time from a commit's end to the next commit's start as the load sets it now (WithMinCommitInterval up to WithCommitInterval).",
-		}),
-		txnBudget: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Name: "transaction_budget_bytes", ConstLabels: constLabels,
-			Help: "The bytes of records a transaction takes in before it commits, as the pace of its ends sets it now (halved after an end slower than a fifth of the transaction timeout).",
-		}),
-		commitStage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Name: "commit_stage_duration_seconds", ConstLabels: constLabels,
-			Help:    "Time of each stage of a transaction's end: stage=flush (its records acknowledged), stage=commit (the offset commit and EndTxn).",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15), // 1ms .. 16s
-		}, []string{"stage"}),
-		txnsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Name: "transactions_in_flight", ConstLabels: constLabels,
-			Help: "Transactions begun and not ended: the open one, once it holds work, and one ending (WithTransactionPipeline).",
-		}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Name: "inflight_records", ConstLabels: constLabels,
-			Help: "Fetched records of the partition that are not finished yet.",
-		}, partLabels),
-		buffered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Name: "buffered_records", ConstLabels: constLabels,
-			Help: "Records held for the partition (unfinished, or finished above the lowest unfinished one); fetching pauses at WithMaxBuffered.",
-		}, partLabels),
-		oldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Name: "oldest_unfinished_age_seconds", ConstLabels: constLabels,
-			Help: "Age since fetch of the partition's lowest unfinished record (0 when none); it holds the partition's commit point.",
-		}, partLabels),
-		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: metricsNamespace, Name: "consumer_lag_records", ConstLabels: constLabels,
-			Help: "High watermark of the input partition minus the next offset to fetch.",
-		}, partLabels),
-		kprom: kprom.NewMetrics(metricsNamespace+"_kafka", kprom.Registerer(reg), kprom.WithStaticLabel(constLabels)),
+	m := loopMetrics(constLabels)
+	m.kprom = kprom.NewMetrics(metricsNamespace+"_kafka", kprom.Registerer(reg), kprom.WithStaticLabel(constLabels))
+	cs := []prometheus.Collector{
+		m.commitLatency, m.commitInterval, m.commitFloor, m.budget, m.commitStage, m.txnsInFlight, m.inFlight, m.buffered, m.oldestAge, m.lag,
 	}
-	s := &p.stats
+	for _, c := range append(cs, statsMetrics(constLabels, s)...) {
+		reg.MustRegister(c)
+	}
+	return m
+}
+
+// loopMetrics are the metrics the loop sets.
+func loopMetrics(constLabels prometheus.Labels) *metrics {
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: metricsNamespace, Name: name, Help: help, ConstLabels: constLabels}
+	}
+	seconds := func(name, help string) prometheus.HistogramOpts {
+		o := opts(name, help)
+		return prometheus.HistogramOpts{Namespace: o.Namespace, Name: o.Name, Help: o.Help, ConstLabels: o.ConstLabels,
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)} // 1ms .. 16s
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts(opts(name, help)))
+	}
+	perPartition := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts(opts(name, help)), partLabels)
+	}
+	return &metrics{
+		commitLatency: prometheus.NewHistogram(seconds("commit_duration_seconds",
+			"Time to commit one transaction (offsets, outputs and end of transaction).")),
+		commitInterval: prometheus.NewHistogram(seconds("commit_interval_seconds",
+			"Time from one commit's start to the next's: scheduled by load, at most WithCommitInterval after the previous commit ended.")),
+		commitFloor: gauge("commit_floor_seconds",
+			"The shortest time from a commit's end to the next commit's start as the load sets it now (WithMinCommitInterval up to WithCommitInterval)."),
+		budget: gauge("transaction_budget_bytes",
+			"The bytes of records a transaction takes in before it commits, as the pace of its ends sets it now (halved after an end slower than a fifth of the transaction timeout)."),
+		commitStage: prometheus.NewHistogramVec(seconds("commit_stage_duration_seconds",
+			"Time of each stage of a transaction's end: stage=flush (its records acknowledged), stage=commit (the offset commit and EndTxn)."), []string{"stage"}),
+		txnsInFlight: gauge("transactions_in_flight",
+			"Transactions begun and not ended: the open one, once it holds work, and one ending (WithTransactionPipeline)."),
+		inFlight: perPartition("inflight_records",
+			"Fetched records of the partition that are not finished yet."),
+		buffered: perPartition("buffered_records",
+			"Records held for the partition (unfinished, or finished above the lowest unfinished one); fetching pauses at WithMaxBuffered."),
+		oldestAge: perPartition("oldest_unfinished_age_seconds",
+			"Age since fetch of the partition's lowest unfinished record (0 when none); it holds the partition's commit point."),
+		lag: perPartition("consumer_lag_records",
+			"High watermark of the input partition minus the next offset to fetch."),
+	}
+}
+
+// statsMetrics are the metrics that read the counters behind Stats when
+// scraped.
+func statsMetrics(constLabels prometheus.Labels, s *counters) []prometheus.Collector {
 	counter := func(name, help string, v func() int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Name: name, Help: help, ConstLabels: constLabels,
 		}, func() float64 { return float64(v()) })
 	}
 	cs := []prometheus.Collector{
-		m.commitLatency, m.commitInterval, m.commitFloor, m.txnBudget, m.commitStage, m.txnsInFlight, m.inFlight, m.buffered, m.oldestAge, m.lag,
 		counter("records_consumed_total", "Records taken from fetches, not counting refetches after a rewind (Stats.Consumed).", s.consumed.Load),
 		counter("records_skipped_done_total", "Fetched records skipped because a committed transaction already finished them (Stats.SkippedDone).", s.skipped.Load),
 		counter("records_produced_total", "Output records in committed transactions (Stats.Outputs).", s.outputs.Load),
@@ -127,7 +136,7 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Name: "active_sessions", ConstLabels: constLabels,
 			Help: "Sessions with records queued, running or backing off (Stats.ActiveSessions).",
-		}, func() float64 { return float64(p.stats.activeSessions.Load()) }),
+		}, func() float64 { return float64(s.activeSessions.Load()) }),
 	}
 	// One counter per reason, under one name: the reasons are fixed, so
 	// they are CounterFuncs like the rest.
@@ -135,20 +144,24 @@ func newMetrics(reg prometheus.Registerer, cfg *config, p *Processor) *metrics {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Name: "records_dead_lettered_total",
 			Help:        "Dead-letter records in committed transactions, by reason (their sum is Stats.DeadLettered).",
-			ConstLabels: prometheus.Labels{"group": cfg.group, "instance": cfg.instanceID, "reason": reason},
+			ConstLabels: withReason(constLabels, reason),
 		}, func() float64 { return float64(s.dlqBy[i].Load()) }))
 	}
 	for i, reason := range abortReasons {
 		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Name: "transactions_aborted_total",
 			Help:        "Aborted transactions, by reason (their sum is Stats.Aborts; see Stats.AbortsBy).",
-			ConstLabels: prometheus.Labels{"group": cfg.group, "instance": cfg.instanceID, "reason": reason},
+			ConstLabels: withReason(constLabels, reason),
 		}, func() float64 { return float64(s.abortsBy[i].Load()) }))
 	}
-	for _, c := range cs {
-		reg.MustRegister(c)
-	}
-	return m
+	return cs
+}
+
+// withReason is labels with a reason label added.
+func withReason(labels prometheus.Labels, reason string) prometheus.Labels {
+	out := maps.Clone(labels)
+	out["reason"] = reason
+	return out
 }
 
 // observeCommitStart records the time since the previous commit started.
@@ -170,7 +183,7 @@ func (m *metrics) setCommitFloor(d time.Duration) {
 
 func (m *metrics) setTxnBudget(bytes int64) {
 	if m != nil {
-		m.txnBudget.Set(float64(bytes))
+		m.budget.Set(float64(bytes))
 	}
 }
 
@@ -187,19 +200,11 @@ func (m *metrics) observeStage(stage string, d time.Duration) {
 	}
 }
 
-// setInFlight sets the transactions in flight from the committer's.
-func (m *metrics) setInFlight(c *committer) {
-	if m == nil {
-		return
+// setInFlight sets the transactions in flight (committer.inFlight).
+func (m *metrics) setInFlight(n int) {
+	if m != nil {
+		m.txnsInFlight.Set(float64(n))
 	}
-	n := 0
-	if c.open.used {
-		n++
-	}
-	if c.ending != nil {
-		n++
-	}
-	m.txnsInFlight.Set(float64(n))
 }
 
 // publish sets the per-partition gauges from the loop's state at now.
@@ -338,15 +343,15 @@ func retryEvent(span trace.Span, attempt int, err error) {
 	))
 }
 
-// startCommitSpan starts the span of t's commit, t holding work of n
-// input partitions; without a tracer, none.
-func startCommitSpan(ctx context.Context, tracer trace.Tracer, t *transaction, n int) (context.Context, trace.Span) {
+// startCommitSpan starts the span of the commit of a transaction with
+// counts c, holding work of n input partitions; without a tracer, none.
+func startCommitSpan(ctx context.Context, tracer trace.Tracer, c txnCounts, n int) (context.Context, trace.Span) {
 	if tracer == nil {
 		return ctx, nil
 	}
 	return tracer.Start(ctx, spanCommit, trace.WithAttributes(
-		attribute.Int64("onceflow.outputs", t.counts.outputs),
-		attribute.Int64("onceflow.dead_letters", t.counts.deadLetters),
+		attribute.Int64("onceflow.outputs", c.outputs),
+		attribute.Int64("onceflow.dead_letters", c.deadLetters),
 		attribute.Int("onceflow.partitions", n),
 	))
 }
@@ -391,20 +396,13 @@ func newEndOffsets() *endOffsets { return &endOffsets{listed: make(map[tp]int64)
 // off the loop.
 func (e *endOffsets) refresh(ctx context.Context, cl *kgo.Client, inputs []string, interval time.Duration, log *slog.Logger) {
 	adm := kadm.NewClient(cl)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func() bool {
 		rctx, cancel := context.WithTimeout(ctx, interval)
 		ends, err := adm.ListEndOffsets(rctx, inputs...)
 		cancel()
 		if err != nil {
 			log.Debug("listing end offsets for the lag gauge failed", "err", err)
-			continue
+			return true
 		}
 		e.mu.Lock()
 		ends.Each(func(o kadm.ListedOffset) {
@@ -414,7 +412,8 @@ func (e *endOffsets) refresh(ctx context.Context, cl *kgo.Client, inputs []strin
 			}
 		})
 		e.mu.Unlock()
-	}
+		return true
+	})
 }
 
 // raise raises the partitions' high watermarks to the end offsets listed
@@ -496,4 +495,27 @@ func without(attrs []slog.Attr, key string) []slog.Attr {
 
 func (h *jobAttrsHandler) WithGroup(name string) slog.Handler {
 	return &jobAttrsHandler{next: h.next.WithGroup(name), attrs: h.attrs}
+}
+
+type counters struct {
+	consumed, skipped, outputs, dlq, retries, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
+	dups, marksRestored, positionRegressions, activeSessions                                      atomic.Int64
+	dlqBy                                                                                         [len(dlqReasons)]atomic.Int64
+	abortsBy                                                                                      [len(abortReasons)]atomic.Int64
+
+	commits durations.Recorder // each committed transaction's round trip: count, total and quantiles
+}
+
+// txnCounts are what a transaction adds to Stats when it commits.
+type txnCounts struct {
+	outputs, deadLetters, dups int64
+	deadLettersBy              [len(dlqReasons)]int64
+}
+
+// observers are where a Run reports what it does: the counters behind
+// Stats, the metrics and the tracer.
+type observers struct {
+	stats  *counters
+	m      *metrics     // nil without WithMetrics
+	tracer trace.Tracer // nil without WithTracerProvider
 }

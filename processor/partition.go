@@ -11,6 +11,7 @@ import (
 
 	"github.com/onceflow/onceflow/internal/offsetmeta"
 	"github.com/onceflow/onceflow/processor/internal/sched"
+	"github.com/onceflow/onceflow/statestore"
 )
 
 // tp names a topic partition.
@@ -106,14 +107,6 @@ func (it *item) resetAttempt() {
 	if it.x != nil {
 		it.x.writes = it.x.writes[:0]
 	}
-}
-
-// Emit implements Emitter.
-func (it *item) Emit(r *kgo.Record) {
-	if r.Key == nil {
-		r.Key = it.rec.Key
-	}
-	it.outputs = append(it.outputs, r)
 }
 
 // partition tracks one assigned partition: records in offset order from the
@@ -312,4 +305,33 @@ func (p *partition) metadataFits(max int) bool {
 	}
 	p.measureMeta()
 	return p.done == 0 || offsetmeta.EncodedLenOf(p.metaBound) <= max
+}
+
+// restoreGate holds a partition's records back while any of its
+// keyspaces is restoring. Rewinds carry it over to the partition's new
+// state, so a rewind during a restore does not let records through early.
+type restoreGate struct{ pending int }
+
+func (g *restoreGate) open() bool { return g == nil || g.pending == 0 }
+
+// itemKey is the context key of the record a handler runs for, set when
+// the processor has a state store or a dedupe store.
+type itemKey struct{}
+
+func itemFrom(ctx context.Context) *item {
+	it, _ := ctx.Value(itemKey{}).(*item)
+	return it
+}
+
+type stateWrite struct {
+	statestore.Write
+	seq uint64
+}
+
+// commitPlan is what a transaction commits for one input partition.
+type commitPlan struct {
+	base       int64 // the lowest unfinished offset (-1: nothing fetched since a rewind)
+	done       []offsetmeta.Range
+	meta       string
+	doneBefore int // the partition's doneSinceCommit when planned
 }

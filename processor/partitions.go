@@ -24,7 +24,10 @@ import (
 // and moves them on commit (lifetime.takeCommit).
 type partitions struct {
 	cfg      *config
-	r        *run // the dispatcher, the completion queue, generations, counted
+	pool     *sched.Pool[*item] // runs the records' handlers
+	comps    *completionQueue   // finished records from the workers
+	gen      *atomic.Uint64     // the source of partition generations
+	counted  map[tp]int64       // per partition, the offset after the last record counted in Stats.Consumed
 	stats    *counters
 	m        *metrics // nil: off
 	group    *groupEvents
@@ -38,7 +41,7 @@ type partitions struct {
 
 	lane  [8]byte                 // the session key of an Unordered record (sessionKey)
 	wakes []*sched.Session[*item] // dispatchAll's scratch space
-	comps []*item                 // reused by drain
+	taken []*item                 // reused by drain
 }
 
 // get returns the state of an assigned partition, creating it from the
@@ -65,7 +68,7 @@ func (ps *partitions) get(topic string, id int32) *partition {
 // newPartition starts a partition's state from its committed offset and
 // metadata, with its parts of the keyspaces.
 func (ps *partitions) newPartition(topic string, id int32, committed int64, done []offsetmeta.Range) *partition {
-	p := newPartition(topic, id, ps.r.gen.Add(1), committed, done)
+	p := newPartition(topic, id, ps.gen.Add(1), committed, done)
 	for _, ks := range ps.keyspaces {
 		if k := ks.part(p); k != nil {
 			p.keyspaces = append(p.keyspaces, k)
@@ -79,7 +82,7 @@ func (ps *partitions) newPartition(topic string, id int32, committed int64, done
 // progress, the fetch state, and the keyspaces' parts without the aborted
 // transaction's writes.
 func (ps *partitions) rewound(prev *partition) *partition {
-	p := newPartition(prev.topic, prev.id, ps.r.gen.Add(1), prev.committed, prev.committedDone)
+	p := newPartition(prev.topic, prev.id, ps.gen.Add(1), prev.committed, prev.committedDone)
 	if len(prev.keyspaces) > 0 {
 		p.keyspaces = make([]keyspacePart, len(prev.keyspaces))
 		for i, k := range prev.keyspaces {
@@ -141,8 +144,8 @@ func (ps *partitions) intake(fs kgo.Fetches, now time.Time) error {
 		// Counted once per run: a rewind or a reassignment fetches
 		// records again, which Stats.Consumed does not count.
 		k := tp{ftp.Topic, ftp.Partition}
-		c, s := p.track(ftp.Records, now, ps.r.counted[k])
-		ps.r.counted[k] = max(ps.r.counted[k], ftp.Records[len(ftp.Records)-1].Offset+1)
+		c, s := p.track(ftp.Records, now, ps.counted[k])
+		ps.counted[k] = max(ps.counted[k], ftp.Records[len(ftp.Records)-1].Offset+1)
 		consumed += c
 		skipped += s
 		if e := ps.dispatchWindow(p); e != nil && err == nil {
@@ -181,12 +184,12 @@ func (ps *partitions) dispatchWindow(p *partition) error {
 	for i, it := range batch {
 		batch[i] = nil
 		if it.isDup() || it.dlq != nil { // screened out: done without its handler
-			ps.r.comps.push(it)
+			ps.comps.push(it)
 			continue
 		}
 		run = append(run, it)
 	}
-	ps.wakes = ps.r.d.DispatchAll(run, func(it *item) []byte { return ps.sessionKey(p, it) }, ps.wakes)
+	ps.wakes = ps.pool.DispatchAll(run, func(it *item) []byte { return ps.sessionKey(p, it) }, ps.wakes)
 	clear(run)
 	p.undispatched = p.undispatched[n:]
 	return nil
@@ -210,16 +213,16 @@ func (ps *partitions) sessionKey(p *partition, it *item) []byte {
 // drain takes finished items and puts their outputs into the open
 // transaction t, until t is at its budget; now is the loop step's time.
 func (ps *partitions) drain(t *transaction, now time.Time) error {
-	ps.comps = ps.r.comps.take(ps.comps)
-	for i, it := range ps.comps {
+	ps.taken = ps.comps.take(ps.taken)
+	for i, it := range ps.taken {
 		if t.full() {
 			// The rest wait, in order and holding their buffer room
 			// (polls take less), for the next transaction.
-			ps.r.comps.requeue(ps.comps[i:])
-			clear(ps.comps[i:])
+			ps.comps.requeue(ps.taken[i:])
+			clear(ps.taken[i:])
 			break
 		}
-		ps.comps[i] = nil
+		ps.taken[i] = nil
 		p := it.part
 		if it.gen != p.gen.Load() || it.stuck.Load() || it.done {
 			continue // revoked, rewound or dead-lettered as stuck meanwhile
@@ -297,14 +300,21 @@ func (ps *partitions) tryAdmit(t *transaction, p *partition, it *item, now time.
 		p.unmarkDone(it)
 		return false, nil
 	}
-	if err := t.produce(it.outputs, it.dlq); err != nil {
-		return false, err
+	return true, ps.produce(t, p, it, it.outputs, it.dlq, false)
+}
+
+// produce puts what a finished record of p adds to t: its outputs, its
+// dead-letter record, and its keyspaces' writes (stuck: see
+// keyspacePart.produce).
+func (ps *partitions) produce(t *transaction, p *partition, it *item, outputs []*kgo.Record, dlq *kgo.Record, stuck bool) error {
+	if err := t.produce(outputs, dlq); err != nil {
+		return err
 	}
 	t.holds(p)
 	for _, k := range p.keyspaces {
-		k.produce(t, it, false)
+		k.produce(t, it, stuck)
 	}
-	return true, nil
+	return nil
 }
 
 // checkStuck dead-letters, into t, a partition's lowest unfinished record
@@ -326,12 +336,8 @@ func (ps *partitions) checkStuck(t *transaction, now time.Time) error {
 				"topic", p.topic, "partition", p.id, "offset", it.rec.Offset, "timeout", timeout)
 			p.markDone(it)
 			p.headSince = now
-			if err := t.produce(nil, dlq); err != nil {
+			if err := ps.produce(t, p, it, nil, dlq, true); err != nil {
 				return err
-			}
-			t.holds(p)
-			for _, k := range p.keyspaces {
-				k.produce(t, it, true)
 			}
 		}
 	}

@@ -25,8 +25,6 @@ import (
 // makes the new owner redo, and re-emit, everything since (finding 7 in
 // docs/reliability.md: Kafka 4.2.0 after a broker restart).
 
-const positionsSuffix = "positions"
-
 // positionLog is the position guard as a keyspace (see keyspace): it
 // keeps nothing per partition, writes the positions a commit plans, and
 // restores through the client, which reads the log as partitions are
@@ -59,8 +57,6 @@ func (g *positionLog) planned(t *transaction, parts map[tp]*partition, plans map
 
 // apply has nothing to do: the log is read back only at assignment.
 func (g *positionLog) apply(*transaction, map[tp]*partition) error { return nil }
-
-func positionsTopic(group, input string) string { return changelogName(group, input, positionsSuffix) }
 
 // positionVersion is the first byte of a position record's value.
 const positionVersion = 1

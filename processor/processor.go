@@ -1,16 +1,18 @@
 package processor
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow/dedupe"
-	"github.com/onceflow/onceflow/internal/durations"
 	"github.com/onceflow/onceflow/internal/txncore"
+	"github.com/onceflow/onceflow/processor/internal/sched"
 )
 
 // Processor consumes input topics read_committed, runs a handler per
@@ -32,7 +34,7 @@ type Processor struct {
 	metrics    *metrics       // nil without WithMetrics
 	tracer     trace.Tracer   // nil without WithTracerProvider
 	dedupeOpts dedupe.Options // with defaults, when WithDedupe
-	hooks      testHooks      // set only by tests (hooks.go)
+	hooks      testHooks      // set only by tests (testHooks)
 }
 
 // New validates the options and builds a Processor. Nothing is contacted
@@ -58,7 +60,7 @@ func New(opts ...Opt) (*Processor, error) {
 	if cfg.tracerProvider != nil {
 		p.tracer = cfg.tracerProvider.Tracer(tracerName)
 	}
-	p.metrics = newMetrics(cfg.registerer, &p.cfg, p)
+	p.metrics = newMetrics(cfg.registerer, &p.cfg, &p.stats)
 	p.leaveOnStop.Store(cfg.leaveOnStop)
 	return p, nil
 }
@@ -94,7 +96,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
-	// Refused credentials first (access.go); brokers that do not answer
+	// Refused credentials first (checkAccess); brokers that do not answer
 	// within the start timeout are the start check's to name.
 	actx, cancel := context.WithTimeout(ctx, p.cfg.startTimeout)
 	err := checkAccess(actx, &p.cfg)
@@ -102,10 +104,10 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil || ctx.Err() != nil {
 		return err
 	}
-	if err := p.checkStart(ctx); err != nil {
+	if err := checkStart(ctx, &p.cfg); err != nil {
 		return err
 	}
-	ctx, stopWatch := p.watchTopics(ctx)
+	ctx, stopWatch := watchTopics(ctx, &p.cfg, cmp.Or(p.hooks.topicWatch, topicWatchInterval))
 	return stopWatch(p.process(ctx))
 }
 
@@ -208,15 +210,6 @@ type Stats struct {
 	ActiveSessions      int // sessions with records queued, running or backing off
 }
 
-type counters struct {
-	consumed, skipped, outputs, dlq, retries, rebuilds, reprocessed, fenced, restored, rebalances atomic.Int64
-	dups, marksRestored, positionRegressions, activeSessions                                      atomic.Int64
-	dlqBy                                                                                         [len(dlqReasons)]atomic.Int64
-	abortsBy                                                                                      [len(abortReasons)]atomic.Int64
-
-	commits durations.Recorder // each committed transaction's round trip: count, total and quantiles
-}
-
 // Stats returns the current counters.
 func (p *Processor) Stats() Stats {
 	s := Stats{
@@ -251,43 +244,28 @@ func (p *Processor) Stats() Stats {
 	return s
 }
 
-// testHooks let tests crash the processor at points no fault injection
-// reaches, or leave out a check to test another alone. They are not configuration: tests pass them to New as hook
-// options (hooksOpt, made in export_test.go), New keeps them on the
-// Processor, apart from config, and the loop reads them from there. Each
-// Processor has its own, so tests running in parallel do not share them.
-// Zero in production: each costs one nil check.
-type testHooks struct {
-	// afterEndTxn runs after a transaction committed and before its state
-	// writes (n of them) are applied to the store; an error ends Run.
-	afterEndTxn func(n int) error
-	// restoreApply runs after each batch a restore applied to the store
-	// of an input partition, with the batch's records; an error fails the
-	// restore (and Run).
-	restoreApply func(partition int32, records int) error
-	// claimRecheck, if set, replaces txncore.ClaimRecheck.
-	claimRecheck time.Duration
-	// topicWatch, if set, replaces topicWatchInterval (topicwatch.go).
-	topicWatch time.Duration
-	// lagRefresh, if set, replaces lagRefreshInterval (metrics.go).
-	lagRefresh time.Duration
-	// txnBudget, if set, fixes each transaction's budget at this many
-	// bytes (txnbudget.go).
-	txnBudget int64
-}
-
-// hooksOpt is an Opt that sets test hooks rather than configuration.
-type hooksOpt func(*testHooks)
-
-func (hooksOpt) apply(*config) {}
-
-// hooksOf collects the test hooks that opts set.
-func hooksOf(opts []Opt) testHooks {
-	var h testHooks
-	for _, o := range opts {
-		if ho, ok := o.(hooksOpt); ok {
-			ho(&h)
-		}
-	}
-	return h
+// newRun builds the state of a Run call, with what the Processor shares
+// with its loop.
+func newRun(p *Processor) *runCall {
+	cfg := &p.cfg
+	r := &runCall{cfg: cfg, obs: observers{&p.stats, p.metrics, p.tracer}, hooks: &p.hooks, dedupeOpts: &p.dedupeOpts,
+		leaveOnStop: &p.leaveOnStop, comps: newCompletionQueue(), counted: make(map[tp]int64)}
+	o := cfg.txnOptions()
+	o.Incarnation = p.incarnation
+	r.inst = txncore.NewInstance(txncore.InstanceOptions{
+		Options: o,
+		Clock:   cfg.clock,
+		Recheck: p.hooks.claimRecheck,
+		OnClaimRetry: func(err error, in time.Duration) {
+			cfg.logger.Warn("could not claim the transactional ID before joining the group; retrying (processes with this instance ID are ordered by their claims)",
+				"group", cfg.group, "instance", cfg.instanceID, "brokers", cfg.brokers, "retry_in", in, "err", err)
+		},
+	})
+	h := &handlers{cfg: cfg, complete: r.comps.push, retries: &p.stats.retries, tracer: p.tracer}
+	r.pool = sched.New(sched.Config[*item]{
+		Shards: 4 * runtime.GOMAXPROCS(0), IdleWorker: cfg.idleSession, After: cfg.clock.After,
+		Attempt: h.attempt, Bind: func(it *item, s *sched.Session[*item]) { it.sess = s }, Active: &p.stats.activeSessions,
+	})
+	h.stopped = r.pool.Stopped
+	return r
 }

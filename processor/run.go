@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,13 +18,18 @@ import (
 	"github.com/onceflow/onceflow/statestore"
 )
 
-// run is the state of one Run call that outlives its transactional
+// runCall is the state of one Run call that outlives its transactional
 // clients (lifetimes): the workers and their completion queue, the local
-// stores and the changelogs' topic IDs.
-type run struct {
-	p     *Processor
-	cfg   *config
-	d     *sched.Pool[*item]
+// stores and the changelogs' topic IDs. The Processor builds it (newRun)
+// with what it shares with the loop.
+type runCall struct {
+	cfg         *config
+	obs         observers
+	hooks       *testHooks
+	dedupeOpts  *dedupe.Options // with defaults, when WithDedupe
+	leaveOnStop *atomic.Bool    // read after a clean stop (Processor.LeaveOnStop)
+
+	pool  *sched.Pool[*item]
 	comps *completionQueue
 	gen   atomic.Uint64 // source of partition generations
 	// inst is the process's hold on its instance ID across lifetimes:
@@ -41,33 +45,9 @@ type run struct {
 	changelogIDs map[string][16]byte // changelog topic IDs, for checkpoints
 }
 
-func newRun(p *Processor) *run {
-	r := &run{p: p, cfg: &p.cfg, comps: newCompletionQueue(), counted: make(map[tp]int64)}
-	log := p.cfg.logger
-	r.inst = txncore.NewInstance(txncore.InstanceOptions{
-		Options: txncore.Options{
-			Brokers: p.cfg.brokers, Group: p.cfg.group, InstanceID: p.cfg.instanceID,
-			GroupProtocol: p.cfg.groupProtocol, ClientOpts: p.cfg.clientOpts(), Incarnation: p.incarnation,
-		},
-		Clock:   p.cfg.clock,
-		Recheck: p.hooks.claimRecheck,
-		OnClaimRetry: func(err error, in time.Duration) {
-			log.Warn("could not claim the transactional ID before joining the group; retrying (processes with this instance ID are ordered by their claims)",
-				"group", p.cfg.group, "instance", p.cfg.instanceID, "brokers", p.cfg.brokers, "retry_in", in, "err", err)
-		},
-	})
-	h := &handlers{cfg: &p.cfg, complete: r.comps.push, retries: &p.stats.retries, tracer: p.tracer}
-	r.d = sched.New(sched.Config[*item]{
-		Shards: 4 * runtime.GOMAXPROCS(0), IdleWorker: p.cfg.idleSession, After: p.cfg.clock.After,
-		Attempt: h.attempt, Bind: func(it *item, s *sched.Session[*item]) { it.sess = s }, Active: &p.stats.activeSessions,
-	})
-	h.stopped = r.d.Stopped
-	return r
-}
-
 // open creates missing changelog topics and opens the local stores; close
 // closes them and stops the workers.
-func (r *run) open(ctx context.Context) error {
+func (r *runCall) open(ctx context.Context) error {
 	ids, err := ensureChangelogs(ctx, r.cfg)
 	if err != nil {
 		return err
@@ -79,15 +59,15 @@ func (r *run) open(ctx context.Context) error {
 		}
 	}
 	if r.cfg.dedupeSet {
-		if r.marks, err = dedupe.Open(r.cfg.dedupeDir, storeOptions(r.p.dedupeOpts)); err != nil {
+		if r.marks, err = dedupe.Open(r.cfg.dedupeDir, storeOptions(*r.dedupeOpts)); err != nil {
 			return fmt.Errorf("processor: opening the dedupe store: %w", err)
 		}
 	}
 	return nil
 }
 
-func (r *run) close() {
-	r.d.Stop()
+func (r *runCall) close() {
+	r.pool.Stop()
 	if r.store != nil {
 		r.store.Close()
 	}
@@ -96,79 +76,26 @@ func (r *run) close() {
 	}
 }
 
-func (r *run) runLifetime(ctx context.Context) error {
-	p := r.p
+// runLifetime runs one transactional client until Run's ctx ends or the
+// client cannot go on (its error says whether to rebuild).
+func (r *runCall) runLifetime(ctx context.Context) error {
 	l := r.newLifetime(ctx)
 	defer l.ps.restores.close()
 	defer l.endYield()
-	cfg := l.cfg
-	// See backpressure. (WithKgoOpts, in ClientOpts, go before it: a
-	// fetch bound of the user's is theirs to set on purpose, the
-	// processor's own options are appended after.)
-	consumerOpts := []kgo.Opt{kgo.FetchMaxPartitionBytes(inputFetchBytes)}
-	var producerOpts []kgo.Opt
-	if topics := cfg.changelogTopics(); len(topics) > 0 {
-		producerOpts = append(producerOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
-	}
-	if p.metrics != nil {
-		// kprom registers the client's metrics when the client is
-		// created and unregisters them when it closes, so a rebuilt
-		// client takes over the same series. The group member's
-		// client: its fetches, and its requests to the group.
-		consumerOpts = append(consumerOpts, kgo.WithHooks(p.metrics.kprom))
-	}
-	if cfg.groupProtocol == GroupProtocolConsumer {
-		consumerOpts = append(consumerOpts, kgo.WithHooks(classicJoinGuard{l.group}))
-	}
-	s, err := r.inst.NewSession(txncore.Options{
-		Brokers:            cfg.brokers,
-		Group:              cfg.group,
-		InstanceID:         cfg.instanceID,
-		Topics:             cfg.inputs,
-		TransactionTimeout: cfg.txnTimeout,
-		SessionTimeout:     cfg.sessionTimeout,
-		RebalanceTimeout:   cfg.rebalanceTimeout,
-		GroupProtocol:      cfg.groupProtocol,
-		Pipeline:           cfg.pipeline,
-		ClientOpts:         cfg.clientOpts(),
-		ConsumerOpts: append(append(consumerOpts,
-			kgo.OnOffsetsFetched(l.group.onOffsetsFetched),
-			kgo.OnPartitionsCallbackBlocked(l.group.onRebalanceWanted),
-		), keyspaceOpts(l.ps.keyspaces)...),
-		ProducerOpts: producerOpts,
-		OnRevoked:    l.group.onRevoked,
-		OnLost:       l.group.onLost,
-	})
+	cfg := r.cfg
+	s, err := r.inst.NewSession(r.sessionOptions(l))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
 	closeCommitter := l.connect(sessionClient{s})
-	var refreshWG sync.WaitGroup
-	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	stopRefresh := r.refreshEnds(ctx, l, s)
 	stopped := false // a clean stop: Run's ctx done, shutdown not fenced
 	defer func() {
 		l.endYield()
 		stopRefresh()
-		refreshWG.Wait()
 		closeCommitter()
-		l.ps.staleAll()
-		// The client may have rejoined under a new member ID that no
-		// assignment has reported yet (IDs are recorded as offsets are
-		// fetched): closed, that member is this process's, and a rebuild
-		// must not take it for another process's.
-		if member, epoch := s.Client().GroupMetadata(); epoch > 0 {
-			r.inst.Held(member)
-		}
-		if stopped && p.leaveOnStop.Load() {
-			closeAndLeave(s, l.cfg.logger)
-			return
-		}
-		s.Close()
+		r.closeSession(l, s, stopped && r.leaveOnStop.Load())
 	}()
-	if p.metrics != nil {
-		every := cmp.Or(p.hooks.lagRefresh, lagRefreshInterval)
-		refreshWG.Go(func() { l.ends.refresh(refreshCtx, s.Client(), cfg.inputs, every, cfg.logger) })
-	}
 	if err := checkGroupProtocol(ctx, s, cfg.logger); err != nil {
 		return err
 	}
@@ -181,6 +108,73 @@ func (r *run) runLifetime(ctx context.Context) error {
 	// whose topic is gone is fixed and restarted, not scaled down.
 	stopped = err == nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrTopicNotFound)
 	return err // an end still running finishes before the clients close (closeCommitter)
+}
+
+// sessionOptions are the options of l's transactional session: the
+// configuration's, the consumer's and the producer's own, and l's group
+// callbacks.
+func (r *runCall) sessionOptions(l *lifetime) txncore.Options {
+	cfg := r.cfg
+	// See backpressure. (WithKgoOpts, in ClientOpts, go before it: a
+	// fetch bound of the user's is theirs to set on purpose, the
+	// processor's own options are appended after.)
+	consumerOpts := []kgo.Opt{kgo.FetchMaxPartitionBytes(inputFetchBytes)}
+	var producerOpts []kgo.Opt
+	if topics := cfg.changelogTopics(); len(topics) > 0 {
+		producerOpts = append(producerOpts, kgo.RecordPartitioner(changelogPartitioner{topics, kgo.StickyKeyPartitioner(nil)}))
+	}
+	if r.obs.m != nil {
+		// kprom registers the client's metrics when the client is
+		// created and unregisters them when it closes, so a rebuilt
+		// client takes over the same series. The group member's
+		// client: its fetches, and its requests to the group.
+		consumerOpts = append(consumerOpts, kgo.WithHooks(r.obs.m.kprom))
+	}
+	if cfg.groupProtocol == GroupProtocolConsumer {
+		consumerOpts = append(consumerOpts, kgo.WithHooks(classicJoinGuard{l.group}))
+	}
+	o := cfg.txnOptions()
+	o.ConsumerOpts = append(append(consumerOpts,
+		kgo.OnOffsetsFetched(l.group.onOffsetsFetched),
+		kgo.OnPartitionsCallbackBlocked(l.group.onRebalanceWanted),
+	), keyspaceOpts(l.ps.keyspaces)...)
+	o.ProducerOpts = producerOpts
+	o.OnRevoked, o.OnLost = l.group.onRevoked, l.group.onLost
+	return o
+}
+
+// refreshEnds starts listing the inputs' end offsets for the lag gauge,
+// with metrics on; stop ends it and waits.
+func (r *runCall) refreshEnds(ctx context.Context, l *lifetime, s *txncore.Session) (stop func()) {
+	if r.obs.m == nil {
+		return func() {}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	every := cmp.Or(r.hooks.lagRefresh, lagRefreshInterval)
+	wg.Go(func() { l.ends.refresh(rctx, s.Client(), r.cfg.inputs, every, r.cfg.logger) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// closeSession closes a lifetime's session once its commits are over,
+// leaving the group if leave.
+func (r *runCall) closeSession(l *lifetime, s *txncore.Session, leave bool) {
+	l.ps.staleAll()
+	// The client may have rejoined under a new member ID that no
+	// assignment has reported yet (IDs are recorded as offsets are
+	// fetched): closed, that member is this process's, and a rebuild must
+	// not take it for another process's.
+	if member, epoch := s.Client().GroupMetadata(); epoch > 0 {
+		r.inst.Held(member)
+	}
+	if leave {
+		closeAndLeave(s, r.cfg.logger)
+		return
+	}
+	s.Close()
 }
 
 // leaveTimeout bounds a clean stop's leave of the group (WithLeaveOnStop).
@@ -205,8 +199,8 @@ func closeAndLeave(s *txncore.Session, log *slog.Logger) {
 }
 
 // newLifetime builds a lifetime without its client (see connect).
-func (r *run) newLifetime(ctx context.Context) *lifetime {
-	l := &lifetime{p: r.p, r: r, cfg: r.cfg, ends: newEndOffsets()}
+func (r *runCall) newLifetime(ctx context.Context) *lifetime {
+	l := &lifetime{cfg: r.cfg, obs: r.obs, hooks: r.hooks, inst: r.inst, comps: r.comps, ends: newEndOffsets()}
 	l.group = newGroupEvents(r.cfg.logger, r.comps.wakePoll)
 	l.group.held = r.inst.Held
 	var yieldCtx context.Context
@@ -219,9 +213,28 @@ func (r *run) newLifetime(ctx context.Context) *lifetime {
 			return nil
 		}
 	}
-	l.ps = &partitions{cfg: r.cfg, r: r, stats: &r.p.stats, m: r.p.metrics, group: l.group,
-		restores: newRestores(ctx, r.cfg), all: make(map[tp]*partition),
-		keyspaces: newKeyspaces(r, l.group)}
+	l.ps = &partitions{cfg: r.cfg, pool: r.pool, comps: r.comps, gen: &r.gen, counted: r.counted,
+		stats: r.obs.stats, m: r.obs.m, group: l.group, restores: newRestores(ctx, r.cfg), all: make(map[tp]*partition),
+		keyspaces: r.keyspaces(l.group)}
 	l.produceCtx = context.WithoutCancel(ctx)
 	return l
+}
+
+// keyspaces lists a lifetime's keyspaces, in the order their writes go
+// into a transaction.
+func (r *runCall) keyspaces(group *groupEvents) []keyspace {
+	cfg, stats := r.cfg, r.obs.stats
+	var out []keyspace
+	if r.store != nil {
+		out = append(out, &stateKeyspace{store: r.store, group: cfg.group, ids: r.changelogIDs,
+			restored: &stats.restored, restoreHook: r.hooks.restoreApply})
+	}
+	if r.marks != nil {
+		out = append(out, &dedupeKeyspace{store: r.marks, cfg: cfg, opts: r.dedupeOpts, ids: r.changelogIDs,
+			restored: &stats.marksRestored})
+	}
+	if cfg.positionGuard {
+		out = append(out, &positionLog{cfg: cfg, group: group, regressions: &stats.positionRegressions})
+	}
+	return out
 }

@@ -34,15 +34,6 @@ type State interface {
 	Scan(prefix []byte, fn func(key, value []byte) bool) error
 }
 
-// itemKey is the context key of the record a handler runs for, set when
-// the processor has a state store or a dedupe store.
-type itemKey struct{}
-
-func itemFrom(ctx context.Context) *item {
-	it, _ := ctx.Value(itemKey{}).(*item)
-	return it
-}
-
 // StateFrom returns the state of the record whose handler got ctx, or nil
 // if the processor has no state store.
 func StateFrom(ctx context.Context) State {
@@ -50,17 +41,10 @@ func StateFrom(ctx context.Context) State {
 	if it == nil || partOf[*partState](it.part) == nil {
 		return nil
 	}
-	return it
+	return (*recordState)(it)
 }
 
-func changelogTopic(group, input string) string { return changelogName(group, input, stateSuffix) }
-
-type stateWrite struct {
-	statestore.Write
-	seq uint64
-}
-
-// partState is a partition's part of the state keyspace (statesync.go):
+// partState is a partition's part of the state keyspace (stateKeyspace):
 // its state that is not yet in the store. Handlers read it (under mu),
 // through the records they run for.
 type partState struct {
@@ -77,7 +61,12 @@ type partState struct {
 	txn []stateWrite // writes in the open transaction
 }
 
-func (it *item) Get(key []byte) ([]byte, bool, error) {
+// recordState is an item as its handler's State: the record's own
+// writes over its partition's unapplied ones over the store.
+type recordState item
+
+func (s *recordState) Get(key []byte) ([]byte, bool, error) {
+	it := (*item)(s)
 	ws := it.writes()
 	for i := len(ws) - 1; i >= 0; i-- {
 		if w := &ws[i]; bytes.Equal(w.Key, key) {
@@ -94,17 +83,18 @@ func (it *item) Get(key []byte) ([]byte, bool, error) {
 	return ps.store.Get(ps.p, key)
 }
 
-func (it *item) Set(key, value []byte) {
-	x := it.extra()
+func (s *recordState) Set(key, value []byte) {
+	x := (*item)(s).extra()
 	x.writes = append(x.writes, stateWrite{Write: statestore.Write{Key: bytes.Clone(key), Value: bytes.Clone(value)}})
 }
 
-func (it *item) Delete(key []byte) {
-	x := it.extra()
+func (s *recordState) Delete(key []byte) {
+	x := (*item)(s).extra()
 	x.writes = append(x.writes, stateWrite{Write: statestore.Write{Key: bytes.Clone(key), Delete: true}})
 }
 
-func (it *item) Scan(prefix []byte, fn func(key, value []byte) bool) error {
+func (s *recordState) Scan(prefix []byte, fn func(key, value []byte) bool) error {
+	it := (*item)(s)
 	ps := partOf[*partState](it.part)
 	merged := make(map[string]stateWrite)
 	if err := ps.store.Scan(ps.p, prefix, func(k, v []byte) bool {
@@ -246,7 +236,7 @@ func (ps *partState) rewound() keyspacePart {
 
 // stateKeyspace is session state as a keyspace (see keyspace): the state
 // store, mirrored to one changelog per input topic. Its parts are
-// partStates (state.go).
+// partStates.
 type stateKeyspace struct {
 	store       *statestore.Store
 	group       string

@@ -79,7 +79,7 @@ type endWatch struct {
 // Run has nothing to do: the group was done already (or ctx ended); stop
 // ends the watcher and closes its client.
 func startEndWatch(ctx context.Context, cfg *config) (_ context.Context, stop func(), done bool, err error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, cfg.clientOpts()...)...)
+	cl, err := sideClient(cfg)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
@@ -173,27 +173,20 @@ func (w *endWatch) firstCheck(ctx context.Context) (bool, error) {
 
 // watch polls the group until it is done, then cancels the run.
 func (w *endWatch) watch(ctx context.Context, cancel context.CancelFunc) {
-	t := time.NewTicker(endPollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, endPollInterval, func() bool {
 		done, err := w.done(ctx, false)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.cfg.logger.Debug("bounded run: checking the group's progress failed; retrying", "err", err)
 			}
-			continue
+			return true
 		}
 		if done {
 			w.cfg.logger.Info("bounded run: the group committed every input partition up to its recorded end; stopping")
 			cancel()
-			return
 		}
-	}
+		return !done
+	})
 }
 
 // done reports whether the group has committed every recorded partition up
@@ -212,26 +205,9 @@ func (w *endWatch) done(ctx context.Context, first bool) (bool, error) {
 	var starts kadm.ListedOffsets // listed only if some partition has no commit
 	all := true
 	for k, end := range w.ends {
-		from := int64(-1)
-		if o, ok := committed.Lookup(k.topic, k.partition); ok && o.Err == nil && o.At >= 0 {
-			from = o.At
-		} else if ok && o.Err != nil {
-			return false, fmt.Errorf("committed offset of %s/%d: %w", k.topic, k.partition, o.Err)
-		}
-		if from < 0 && from < end {
-			// Never committed: the processor starts at the log
-			// start (kgo's default reset), where there may be
-			// nothing left to read.
-			if starts == nil {
-				if starts, err = w.adm.ListStartOffsets(ctx, w.cfg.inputs...); err == nil {
-					err = starts.Error()
-				}
-				if err != nil {
-					return false, err
-				}
-			}
-			s, _ := starts.Lookup(k.topic, k.partition)
-			from = s.Offset
+		from, err := w.resumesAt(ctx, k, end, committed, &starts)
+		if err != nil {
+			return false, err
 		}
 		last, seen := w.last[k]
 		w.last[k] = from
@@ -265,6 +241,33 @@ func (w *endWatch) done(ctx context.Context, first bool) (bool, error) {
 		w.clear[k] = from
 	}
 	return all, nil
+}
+
+// resumesAt is where the processor resumes k, whose end is end: its
+// committed offset, or, never committed, the log start (kgo's default
+// reset), where there may be nothing left to read. starts is listed once,
+// when first needed.
+func (w *endWatch) resumesAt(ctx context.Context, k tp, end int64, committed kadm.OffsetResponses, starts *kadm.ListedOffsets) (int64, error) {
+	from := int64(-1)
+	if o, ok := committed.Lookup(k.topic, k.partition); ok && o.Err == nil && o.At >= 0 {
+		from = o.At
+	} else if ok && o.Err != nil {
+		return 0, fmt.Errorf("committed offset of %s/%d: %w", k.topic, k.partition, o.Err)
+	}
+	if from >= 0 || from >= end {
+		return from, nil
+	}
+	if *starts == nil {
+		var err error
+		if *starts, err = w.adm.ListStartOffsets(ctx, w.cfg.inputs...); err == nil {
+			err = starts.Error()
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	s, _ := starts.Lookup(k.topic, k.partition)
+	return s.Offset, nil
 }
 
 // loggedPosition is the position the guard's log (WithPositionGuard)

@@ -32,10 +32,10 @@ func TestCheckTopicsGone(t *testing.T) {
 	cfg.brokers, cfg.inputs, cfg.output = c.Brokers, []string{in}, out
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, cfg.checkTopicsGone(ctx, in, out))
+	require.NoError(t, checkTopicsGone(ctx, &cfg, in, out))
 
 	start := time.Now()
-	err := cfg.checkTopicsGone(ctx, in, "gone-topic")
+	err := checkTopicsGone(ctx, &cfg, in, "gone-topic")
 	require.ErrorIs(t, err, ErrTopicNotFound)
 	require.EqualError(t, err, "processor: topic not found: topic gone-topic on brokers "+strings.Join(cfg.brokers, ","))
 	require.GreaterOrEqual(t, time.Since(start), topicGoneConfirm-time.Second, "asked again before confirming")
@@ -48,8 +48,8 @@ func TestCheckTopicsGone(t *testing.T) {
 		td, err := c.Admin.ListTopics(ctx, out)
 		return err == nil && !td.Has(out)
 	}, 30*time.Second, 100*time.Millisecond, "the deletion of %s never showed", out)
-	require.ErrorContains(t, cfg.checkTopicsGone(ctx, in, out), "output topic "+out+" (WithOutputTopic)")
+	require.ErrorContains(t, checkTopicsGone(ctx, &cfg, in, out), "output topic "+out+" (WithOutputTopic)")
 
 	cfg.brokers = []string{"127.0.0.1:1"}
-	require.NoError(t, cfg.checkTopicsGone(ctx, "gone-topic"), "unreachable brokers cannot tell")
+	require.NoError(t, checkTopicsGone(ctx, &cfg, "gone-topic"), "unreachable brokers cannot tell")
 }

@@ -48,12 +48,6 @@ type transaction struct {
 	clNext     map[tp]int64 // next changelog offset after this transaction's writes
 }
 
-// txnCounts are what a transaction adds to Stats when it commits.
-type txnCounts struct {
-	outputs, deadLetters, dups int64
-	deadLettersBy              [len(dlqReasons)]int64
-}
-
 // full reports whether the transaction is at its budget: it takes no more
 // work.
 func (t *transaction) full() bool { return t.limit > 0 && t.bytes >= t.limit }
@@ -458,4 +452,13 @@ func (c sessionClient) PauseFetchPartitions(m map[string][]int32) { c.Client().P
 
 func (c sessionClient) ResumeFetchPartitions(m map[string][]int32) {
 	c.Client().ResumeFetchPartitions(m)
+}
+
+// recordBytes is what a record adds to its transaction's size.
+func recordBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
 }

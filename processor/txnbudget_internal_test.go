@@ -37,7 +37,7 @@ func TestTxnBudgetAdapts(t *testing.T) {
 // their timeout).
 func TestLoopTransactionBudget(t *testing.T) {
 	const budget = 2000 // bytes: about 400 records of these
-	h := newLoopHarness(t, copyToOutput, hooksOpt(func(h *testHooks) { h.txnBudget = budget }),
+	h := newLoopHarness(t, copyToOutput, hooksOpt(func(h *testHooks) { h.fixedBudget = budget }),
 		WithCommitInterval(5*time.Millisecond))
 	ending := make(chan struct{})
 	h.c.ending = ending // the first commit's end waits until released
@@ -92,7 +92,7 @@ func TestLoopEndsAgingTransaction(t *testing.T) {
 // transactions as the budget needs, rather than leave it to be redone.
 func TestLoopShutdownCommitsPastTheBudget(t *testing.T) {
 	const budget = 2000
-	h := newLoopHarness(t, copyToOutput, hooksOpt(func(h *testHooks) { h.txnBudget = budget }),
+	h := newLoopHarness(t, copyToOutput, hooksOpt(func(h *testHooks) { h.fixedBudget = budget }),
 		WithCommitInterval(5*time.Millisecond))
 	ending := make(chan struct{})
 	h.c.ending = ending
