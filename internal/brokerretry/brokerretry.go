@@ -26,11 +26,12 @@ import (
 )
 
 // Pauses between two tries: short at first, since most hiccups pass
-// within a metadata refresh, and capped so that the end of one is seen
-// within a second.
+// within a metadata refresh, and capped low, since a request every quarter
+// second is nothing to a cluster and the end of a hiccup is then seen at
+// once.
 const (
 	firstPause = 50 * time.Millisecond
-	maxPause   = time.Second
+	maxPause   = 250 * time.Millisecond
 )
 
 // Transient reports whether err may pass by itself. It follows franz-go's
@@ -79,7 +80,7 @@ func (n *notYet) Unwrap() error { return n.err }
 func NotYet(err error) error { return &notYet{err} }
 
 // Do calls fn until it returns nil or an error that is not Transient,
-// pausing between tries from 50 ms doubling up to 1 s. Hiccups are logged
+// pausing between tries from 50 ms doubling up to 250 ms. Hiccups are logged
 // as Hiccups does, with what (what was being done); a recovery after one
 // is logged too. When ctx ends first, Do returns ctx's error with fn's
 // last one (what was not ready).
@@ -159,9 +160,10 @@ func (h *Hiccups) passed(took time.Duration) {
 	}
 }
 
-// KgoLogger returns a franz-go logger that notes to h every error franz-go
-// logs (with its "err" key), for the retries franz-go makes by itself: a
-// producer's, a consumer's.
+// KgoLogger returns a franz-go logger that notes to h every transient
+// error franz-go logs (with its "err" key), for the retries franz-go makes
+// by itself: a producer's, a consumer's. What it gives up on reaches its
+// caller.
 func (h *Hiccups) KgoLogger() kgo.Logger { return kgoLogger{h} }
 
 type kgoLogger struct{ h *Hiccups }
@@ -172,7 +174,7 @@ func (kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelInfo }
 func (l kgoLogger) Log(_ kgo.LogLevel, _ string, keyvals ...any) {
 	for i := 0; i+1 < len(keyvals); i += 2 {
 		if k, _ := keyvals[i].(string); k == "err" {
-			if err, ok := keyvals[i+1].(error); ok && err != nil {
+			if err, ok := keyvals[i+1].(error); ok && Transient(err) {
 				l.h.Note(err)
 			}
 		}
