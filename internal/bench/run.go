@@ -239,6 +239,15 @@ func (r *Runner) runTrial(ctx context.Context, t *trial) (Result, error) {
 		res.DupsSkipped = &n
 	}
 	res.judge(rep, t.failure)
+	if res.Failed() && t.failure == "" {
+		// A FAIL names its records, not only their counts. Duplicates
+		// are judged in exactly-once modes unless each duplicate input
+		// is to be passed through; order in ordered ones.
+		dups := mode.ExactlyOnce() && (res.DupsInjected == 0 || mode.dedupes())
+		if which := ch.Which(dups, mode.ExactlyOnce() && mode.ordered()); which != "" {
+			res.Failure += " (" + which + ")"
+		}
+	}
 	if res.Failed() {
 		res.Evidence = t.gatherEvidence(rctx, ch)
 	}
