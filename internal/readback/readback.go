@@ -33,9 +33,11 @@ func ReadCommittedWith(ctx context.Context, brokers []string, opts []kgo.Opt, to
 // moved leader, a topic not known yet: brokerretry.Transient) are retried
 // until ctx ends; any other error ends the read at once.
 func ReadCommittedLog(ctx context.Context, log *slog.Logger, brokers []string, opts []kgo.Opt, topics ...string) ([]*kgo.Record, error) {
-	hiccups := &brokerretry.Hiccups{Log: log, What: fmt.Sprintf("read-back of %v", topics)}
-	// franz-go's own retries are noted too; a caller's logger wins.
-	opts = append([]kgo.Opt{kgo.WithLogger(hiccups.KgoLogger())}, opts...)
+	if log != nil {
+		// franz-go's own retries are noted too; a caller's logger wins.
+		hiccups := &brokerretry.Hiccups{Log: log, What: fmt.Sprintf("read-back of %v", topics)}
+		opts = append([]kgo.Opt{kgo.WithLogger(hiccups.KgoLogger())}, opts...)
+	}
 	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		return nil, err
