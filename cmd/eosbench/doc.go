@@ -60,7 +60,11 @@
 // back read_committed and verified by internal/verify: duplicates, lost
 // inputs and per-session order violations. The exit status is 1 if an
 // exactly-once mode fails verification (or the at-least-once one loses
-// records, or a run times out).
+// records, or a run times out). The input producer, the read-back and the
+// verifier retry the brokers' transient errors (a refused dial, a moved
+// leader or coordinator, a topic not known yet, a timeout) until -timeout,
+// so a FAIL is a broken guarantee; its text names the first duplicated,
+// lost or out-of-order input.
 //
 // A run judged FAIL leaves its evidence (evidence in -json): the
 // invocation's topics and groups are kept on the brokers whatever -keep

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflow/onceflow/internal/brokerretry"
 	"github.com/onceflow/onceflow/processor"
 )
 
@@ -80,13 +82,19 @@ func (m Mode) dedupes() bool { return m.onceflow() }
 // record: the trailing duplicates come after the last original in their
 // partitions, so a run that stopped as soon as every event was accounted
 // for could leave some of them unread. want is the number of input records
-// (events plus duplicates).
-func waitConsumed(ctx context.Context, adm *kadm.Client, job Job, want int64, stall time.Duration) error {
+// (events plus duplicates). The group gets stall to catch up; time in
+// which the brokers could not be asked (a hiccup, retried until ctx ends)
+// does not count against it, and a refusal fails at once.
+func waitConsumed(ctx context.Context, log *slog.Logger, adm *kadm.Client, job Job, want int64, stall time.Duration) error {
 	if stall <= 0 {
 		stall = time.Minute
 	}
-	deadline := time.Now().Add(stall)
-	var lag int64
+	hiccups := &brokerretry.Hiccups{Log: log, What: "checking that the input was consumed"}
+	var (
+		lag     int64
+		watched time.Duration // seen behind: stall's budget
+		last    = time.Now()
+	)
 	for {
 		ends, err := adm.ListEndOffsets(ctx, job.Input)
 		if err == nil {
@@ -99,7 +107,9 @@ func waitConsumed(ctx context.Context, adm *kadm.Client, job Job, want int64, st
 		if err == nil {
 			err = offs.Error()
 		}
+		now := time.Now()
 		if err == nil {
+			watched += now.Sub(last)
 			var total int64
 			lag = 0
 			ends.Each(func(o kadm.ListedOffset) {
@@ -116,11 +126,21 @@ func waitConsumed(ctx context.Context, adm *kadm.Client, job Job, want int64, st
 				lag += want - total
 			}
 		}
+		last = now
 		if ctx.Err() != nil {
+			if err != nil {
+				return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			}
 			return ctx.Err()
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("input not fully consumed %v after every event was accounted for (%d records left, last error: %v)", stall, lag, err)
+		if err != nil {
+			if !brokerretry.Transient(err) {
+				return fmt.Errorf("checking that the input was consumed: %w", err)
+			}
+			hiccups.Note(err)
+		}
+		if watched > stall {
+			return fmt.Errorf("input not fully consumed %v after every event was accounted for (%d records left)", stall, lag)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -73,7 +73,7 @@ func (t *trial) gatherEvidence(ctx context.Context, first *verify.Checker) *Evid
 	if hasDup {
 		watch = int64(dup)
 	}
-	second, _, err := verifyOutput(ctx, env.Brokers, env.opts, t.job.Output, t.job.DLQ, t.res.Messages, watch)
+	second, _, err := verifyOutput(ctx, t.r.Log, env.Brokers, env.opts, t.job.Output, t.job.DLQ, t.res.Messages, watch)
 	if err != nil {
 		ev.SecondReadErr = err.Error()
 		return ev

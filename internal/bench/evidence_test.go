@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -71,6 +72,7 @@ func TestFailLeavesEvidence(t *testing.T) {
 	res := rs[0]
 	require.Equal(t, VerdictFail, res.Verdict, "%+v", res)
 	require.Equal(t, 1, res.Duplicates)
+	require.Contains(t, res.Failure, "first duplicate: input", "the FAIL names its record")
 
 	ev := res.Evidence
 	require.NotNil(t, ev)
@@ -84,6 +86,7 @@ func TestFailLeavesEvidence(t *testing.T) {
 	require.Equal(t, plantedAt, copies[1].Copy, "the planted copy comes second in its partition")
 	require.Equal(t, planted, copies[1].TransactionalID)
 	require.True(t, strings.HasPrefix(copies[0].TransactionalID, env.Prefix()), "the processor's copy names its producer: %+v", copies[0])
+	require.Contains(t, res.Failure, fmt.Sprintf("first duplicate: input %d, again at %s", ev.FirstDuplicate.Input, plantedAt))
 
 	for _, w := range []string{"w0", "w1"} {
 		b, err := os.ReadFile(filepath.Join(ev.WorkerLogs, w+".log"))

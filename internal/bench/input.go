@@ -3,11 +3,13 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/onceflow/onceflow/internal/brokerretry"
 	"github.com/onceflow/onceflow/internal/verify"
 )
 
@@ -36,13 +38,23 @@ type producer struct {
 	produced int
 }
 
-func newProducer(brokers []string, opts []kgo.Opt, topic string, sessions, size int) (*producer, error) {
+// newProducer's records ride out the brokers' hiccups until the context
+// given to run ends (the run's deadline): franz-go retries a record
+// through refused dials and moved leaders by itself, idempotently, so
+// nothing is written twice; the hiccups go to log, the first of each kind.
+func newProducer(brokers []string, opts []kgo.Opt, topic string, sessions, size int, log *slog.Logger) (*producer, error) {
+	hiccups := &brokerretry.Hiccups{Log: log, What: "producing the input to " + topic}
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.DefaultProduceTopic(topic),
 		// Paced runs hand over a few records at a time: do not hold them
 		// back for a batch, or the linger shows up as latency.
 		kgo.ProducerLinger(0),
+		// franz-go gives up after 4 UNKNOWN_TOPIC_OR_PARTITION answers;
+		// brokers that have not learned of a new topic yet give more
+		// (issues 42 and 45).
+		kgo.UnknownTopicRetries(-1),
+		kgo.WithLogger(hiccups.KgoLogger()),
 	}, opts...)...)
 	if err != nil {
 		return nil, err

@@ -172,7 +172,7 @@ func (r *Runner) backlog(ctx context.Context, cfg Config, suffix string, n int) 
 	if err != nil {
 		return "", fmt.Errorf("waiting for the input topic %s: %w", topic, err)
 	}
-	p, err := newProducer(r.Env.Brokers, r.Env.opts, topic, cfg.Sessions, cfg.Size)
+	p, err := newProducer(r.Env.Brokers, r.Env.opts, topic, cfg.Sessions, cfg.Size, r.Log)
 	if err != nil {
 		return "", err
 	}
@@ -183,7 +183,10 @@ func (r *Runner) backlog(ctx context.Context, cfg Config, suffix string, n int) 
 		_, done := p.status()
 		return fmt.Sprintf("%s: producing input %d/%d", cfg.Scenario, done, n)
 	})
-	err = p.run(ctx, n, 0)
+	// The production rides out hiccups until -timeout, not forever.
+	pctx, cancelProd := context.WithTimeout(ctx, cfg.Timeout)
+	err = p.run(pctx, n, 0)
+	cancelProd()
 	stop()
 	if err != nil {
 		return "", fmt.Errorf("producing the input: %w", err)
@@ -217,16 +220,16 @@ func (r *Runner) runTrial(ctx context.Context, t *trial) (Result, error) {
 			return *res, err
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	rctx, cancel := context.WithTimeout(ctx, readBackTimeout(cfg))
 	defer cancel()
-	ch, stateDLQ, err := verifyOutput(rctx, r.Env.Brokers, r.Env.opts, t.job.Output, t.job.DLQ, res.Messages, -1)
+	ch, stateDLQ, err := verifyOutput(rctx, r.Log, r.Env.Brokers, r.Env.opts, t.job.Output, t.job.DLQ, res.Messages, -1)
 	if err != nil {
 		return *res, err
 	}
 	rep := ch.Report()
 	if res.Stateful {
 		res.stateDLQ = stateDLQ
-		if res.StateViolations, err = verifyState(rctx, r.Env.Brokers, r.Env.opts, changelogTopic(t.job.Group, t.job.Input), res.Messages, cfg.Sessions); err != nil {
+		if res.StateViolations, err = verifyState(rctx, r.Log, r.Env.Brokers, r.Env.opts, changelogTopic(t.job.Group, t.job.Input), res.Messages, cfg.Sessions); err != nil {
 			return *res, err
 		}
 	}
@@ -236,6 +239,15 @@ func (r *Runner) runTrial(ctx context.Context, t *trial) (Result, error) {
 		res.DupsSkipped = &n
 	}
 	res.judge(rep, t.failure)
+	if res.Failed() && t.failure == "" {
+		// A FAIL names its records, not only their counts. Duplicates
+		// are judged in exactly-once modes unless each duplicate input
+		// is to be passed through; order in ordered ones.
+		dups := mode.ExactlyOnce() && (res.DupsInjected == 0 || mode.dedupes())
+		if which := ch.Which(dups, mode.ExactlyOnce() && mode.ordered()); which != "" {
+			res.Failure += " (" + which + ")"
+		}
+	}
 	if res.Failed() {
 		res.Evidence = t.gatherEvidence(rctx, ch)
 	}
@@ -243,12 +255,18 @@ func (r *Runner) runTrial(ctx context.Context, t *trial) (Result, error) {
 	return *res, nil
 }
 
+// readBackTimeout bounds a run's read-back and verification: -timeout, in
+// which they ride out the brokers' hiccups, and never less than the 5
+// minutes a read-back always had.
+func readBackTimeout(cfg Config) time.Duration { return max(cfg.Timeout, 5*time.Minute) }
+
 // verifyOutput reads the committed output back and checks it against
 // inputs 0..n-1, keeping where the copies of input watch are (-1: none).
 // It also counts the dead letters of records that found their session's
-// state out of step.
-func verifyOutput(ctx context.Context, brokers []string, opts []kgo.Opt, output, dlq string, n int, watch int64) (*verify.Checker, int, error) {
-	recs, err := readback.ReadCommittedWith(ctx, brokers, opts, output, dlq)
+// state out of step. The brokers' hiccups are retried until ctx ends, and
+// logged to log.
+func verifyOutput(ctx context.Context, log *slog.Logger, brokers []string, opts []kgo.Opt, output, dlq string, n int, watch int64) (*verify.Checker, int, error) {
+	recs, err := readback.ReadCommittedLog(ctx, log, brokers, opts, output, dlq)
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the output back: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,8 +19,8 @@ func changelogTopic(group, input string) string { return group + "-" + input + "
 // verifyState reads a stateful run's changelog back (read_committed) and
 // returns how many sessions (or stray keys) end with a count other than
 // their number of records among inputs 0..n-1.
-func verifyState(ctx context.Context, brokers []string, opts []kgo.Opt, changelog string, n, sessions int) (int, error) {
-	recs, err := readback.ReadCommittedWith(ctx, brokers, opts, changelog)
+func verifyState(ctx context.Context, log *slog.Logger, brokers []string, opts []kgo.Opt, changelog string, n, sessions int) (int, error) {
+	recs, err := readback.ReadCommittedLog(ctx, log, brokers, opts, changelog)
 	if err != nil {
 		return 0, fmt.Errorf("reading the state changelog back: %w", err)
 	}

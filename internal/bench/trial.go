@@ -219,7 +219,7 @@ func (t *trial) run(ctx context.Context) error {
 		}
 	}()
 	if live {
-		if prod, err = newProducer(t.r.Env.Brokers, t.r.Env.opts, t.input, cfg.Sessions, cfg.Size); err != nil {
+		if prod, err = newProducer(t.r.Env.Brokers, t.r.Env.opts, t.input, cfg.Sessions, cfg.Size, log); err != nil {
 			return err
 		}
 		prod.dups = newDupSchedule(cfg.DupRate, res.Messages)
@@ -247,7 +247,7 @@ func (t *trial) run(ctx context.Context) error {
 	}
 	stopKills()
 	if interrupted == nil && t.failure == "" && res.DupsInjected > 0 {
-		if err := waitConsumed(runCtx, t.r.Env.adm, t.job, int64(res.Messages+res.DupsInjected), cfg.Stall); err != nil {
+		if err := waitConsumed(runCtx, log, t.r.Env.adm, t.job, int64(res.Messages+res.DupsInjected), cfg.Stall); err != nil {
 			if interrupted = ctx.Err(); interrupted == nil {
 				t.failure = err.Error()
 			}

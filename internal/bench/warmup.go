@@ -12,15 +12,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/onceflow/onceflow/internal/brokerretry"
 )
 
 // warmUpTimeout bounds a warm-up. A fresh real broker creates
 // __transaction_state (50 partitions by default) and __consumer_offsets
 // on first use, which takes seconds, not minutes.
 const warmUpTimeout = 2 * time.Minute
-
-// warmUpRetry is the pause between two looks at topics not yet ready.
-const warmUpRetry = 50 * time.Millisecond
 
 // warmUp readies, before a phase's first timed run, what all its runs
 // share, so that no mode pays for another's setup: on a fresh real broker
@@ -113,18 +112,25 @@ func (e *Env) warmCoordinators(ctx context.Context) error {
 // awaitTopics waits until every broker's metadata has every topic with a
 // leader for each partition (a topic just created reaches the brokers one
 // by one), then until each partition's leader answers a ListOffsets. It
-// returns the number of brokers.
+// returns the number of brokers. The brokers' hiccups are retried until
+// ctx ends; a refusal (authorization) fails at once.
 func (e *Env) awaitTopics(ctx context.Context, topics []string) (int, error) {
-	brokers, err := e.adm.ListBrokers(ctx)
+	var brokers kadm.BrokerDetails
+	err := brokerretry.Do(ctx, e.log, "listing the brokers", func() error {
+		var err error
+		brokers, err = e.adm.ListBrokers(ctx)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("listing the brokers: %w", err)
 	}
 	for _, b := range brokers {
-		if err := retry(ctx, func() error { return e.brokerKnows(ctx, b.NodeID, topics) }); err != nil {
-			return 0, fmt.Errorf("waiting for broker %d to know the topics: %w", b.NodeID, err)
+		what := fmt.Sprintf("waiting for broker %d to know the topics", b.NodeID)
+		if err := brokerretry.Do(ctx, e.log, what, func() error { return e.brokerKnows(ctx, b.NodeID, topics) }); err != nil {
+			return 0, fmt.Errorf("%s: %w", what, err)
 		}
 	}
-	err = retry(ctx, func() error {
+	err = brokerretry.Do(ctx, e.log, "listing end offsets", func() error {
 		listed, err := e.adm.ListEndOffsets(ctx, topics...)
 		if err == nil {
 			err = listed.Error()
@@ -138,7 +144,8 @@ func (e *Env) awaitTopics(ctx context.Context, topics []string) (int, error) {
 }
 
 // brokerKnows asks one broker for the topics' metadata: nil when it has
-// each of them with a leader for every partition.
+// each of them with a leader for every partition; what it lacks yet is
+// brokerretry.NotYet.
 func (e *Env) brokerKnows(ctx context.Context, broker int32, topics []string) error {
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = false // waiting, not creating
@@ -165,44 +172,20 @@ func (e *Env) brokerKnows(ctx context.Context, broker int32, topics []string) er
 			return fmt.Errorf("topic %s: %w", name, err)
 		}
 		if len(t.Partitions) == 0 {
-			return fmt.Errorf("topic %s: no partitions yet", name)
+			return brokerretry.NotYet(fmt.Errorf("topic %s: no partitions yet", name))
 		}
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 				return fmt.Errorf("topic %s partition %d: %w", name, p.Partition, err)
 			}
 			if p.Leader < 0 {
-				return fmt.Errorf("topic %s partition %d: no leader yet", name, p.Partition)
+				return brokerretry.NotYet(fmt.Errorf("topic %s partition %d: no leader yet", name, p.Partition))
 			}
 		}
 		known++
 	}
 	if known < len(topics) {
-		return fmt.Errorf("%d of %d topics known", known, len(topics))
+		return brokerretry.NotYet(fmt.Errorf("%d of %d topics known", known, len(topics)))
 	}
 	return nil
-}
-
-// retry calls fn until it returns nil, or, once ctx is done, returns
-// ctx's error with fn's last one from before (which says what was not
-// ready).
-func retry(ctx context.Context, fn func() error) error {
-	var last error
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() == nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last == nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
-		case <-time.After(warmUpRetry):
-		}
-	}
 }

@@ -7,9 +7,12 @@ package readback
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/onceflow/onceflow/internal/brokerretry"
 )
 
 // ReadCommitted returns every committed record of the topics, per partition
@@ -22,16 +25,37 @@ func ReadCommitted(ctx context.Context, brokers []string, topics ...string) ([]*
 // ReadCommittedWith is ReadCommitted with client options (TLS, SASL) for
 // every client it opens.
 func ReadCommittedWith(ctx context.Context, brokers []string, opts []kgo.Opt, topics ...string) ([]*kgo.Record, error) {
+	return ReadCommittedLog(ctx, nil, brokers, opts, topics...)
+}
+
+// ReadCommittedLog is ReadCommittedWith logging to log (nil: nowhere) the
+// hiccups it rides out. The brokers' transient errors (a refused dial, a
+// moved leader, a topic not known yet: brokerretry.Transient) are retried
+// until ctx ends; any other error ends the read at once.
+func ReadCommittedLog(ctx context.Context, log *slog.Logger, brokers []string, opts []kgo.Opt, topics ...string) ([]*kgo.Record, error) {
+	if log != nil {
+		// franz-go's own retries are noted too; a caller's logger wins.
+		hiccups := &brokerretry.Hiccups{Log: log, What: fmt.Sprintf("read-back of %v", topics)}
+		opts = append([]kgo.Opt{kgo.WithLogger(hiccups.KgoLogger())}, opts...)
+	}
 	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
 	defer admCl.Close()
-	ends, err := kadm.NewClient(admCl).ListCommittedOffsets(ctx, topics...)
+	adm := kadm.NewClient(admCl)
+	var ends kadm.ListedOffsets
+	// franz-go does not retry a refused dial to a partition's leader, nor
+	// UNKNOWN_TOPIC_OR_PARTITION within a second of its metadata: a node
+	// fault failed a clean run here (issue 45).
+	err = brokerretry.Do(ctx, log, "read-back: listing last stable offsets", func() error {
+		var err error
+		if ends, err = adm.ListCommittedOffsets(ctx, topics...); err == nil {
+			err = ends.Error()
+		}
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("readback: listing last stable offsets: %w", err)
-	}
-	if err := ends.Error(); err != nil {
 		return nil, fmt.Errorf("readback: listing last stable offsets: %w", err)
 	}
 	want := make(map[string]map[int32]kgo.Offset)
@@ -69,6 +93,10 @@ func ReadCommittedWith(ctx context.Context, brokers []string, opts []kgo.Opt, to
 		if err := ctx.Err(); err != nil {
 			return out, fmt.Errorf("readback: %d topics not read to the end: %w", len(remaining), err)
 		}
+		// franz-go retries a fetch's transient errors (a refused dial,
+		// a moved leader, a topic not known yet) by itself and returns
+		// only what it will not get past: lost data (a reset), a topic
+		// recreated under the read, a refusal.
 		var ferr error
 		fs.EachError(func(topic string, p int32, err error) {
 			ferr = fmt.Errorf("readback: fetching %s/%d: %w", topic, p, err)

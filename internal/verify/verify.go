@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -100,13 +101,18 @@ type Checker struct {
 	lastSeq map[string]uint64
 
 	firstDup int64 // the input whose second copy came first; -1: none
-	watch    int64 // the input whose copies are kept (Watch); -1: none
-	copies   []Copy
+	dupAt    Copy  // where that second copy was read
+	// firstOrder is the first output read before an earlier input of its
+	// session (-1: none), orderAt where it was read.
+	firstOrder int64
+	orderAt    Copy
+	watch      int64 // the input whose copies are kept (Watch); -1: none
+	copies     []Copy
 }
 
 // NewChecker expects inputs with IDs 0..inputs-1.
 func NewChecker(inputs int) *Checker {
-	return &Checker{r: Report{Inputs: inputs}, seen: make([]uint8, inputs), lastSeq: make(map[string]uint64), firstDup: -1, watch: -1}
+	return &Checker{r: Report{Inputs: inputs}, seen: make([]uint8, inputs), lastSeq: make(map[string]uint64), firstDup: -1, firstOrder: -1, watch: -1}
 }
 
 // Watch keeps where every copy of input id is read (Observed.Where), for
@@ -134,12 +140,15 @@ func (c *Checker) FirstLost() (uint64, bool) {
 func (c *Checker) Output(o Observed) {
 	c.r.Outputs++
 	c.keep(o)
-	if !c.mark(o.Payload.ID, 1) {
+	if !c.mark(o, 1) {
 		return
 	}
 	last, ok := c.lastSeq[o.Session]
 	if ok && o.Payload.Seq < last {
 		c.r.OrderViolations++
+		if c.firstOrder < 0 {
+			c.firstOrder, c.orderAt = int64(o.Payload.ID), o.Where
+		}
 	}
 	if !ok || o.Payload.Seq > last {
 		c.lastSeq[o.Session] = o.Payload.Seq
@@ -151,7 +160,7 @@ func (c *Checker) Output(o Observed) {
 func (c *Checker) DeadLetter(o Observed) {
 	c.r.DLQ++
 	c.keep(o)
-	c.mark(o.Payload.ID, 2)
+	c.mark(o, 2)
 }
 
 func (c *Checker) keep(o Observed) {
@@ -163,8 +172,9 @@ func (c *Checker) keep(o Observed) {
 // Malformed records a value that holds no payload.
 func (c *Checker) Malformed() { c.r.Malformed++ }
 
-// mark notes id as delivered; it returns false for a duplicate.
-func (c *Checker) mark(id uint64, how uint8) bool {
+// mark notes o's input as delivered; it returns false for a duplicate.
+func (c *Checker) mark(o Observed, how uint8) bool {
+	id := o.Payload.ID
 	if id >= uint64(len(c.seen)) {
 		c.r.Malformed++
 		return false
@@ -172,12 +182,38 @@ func (c *Checker) mark(id uint64, how uint8) bool {
 	if c.seen[id] != 0 {
 		c.r.Duplicates++
 		if c.firstDup < 0 {
-			c.firstDup = int64(id)
+			c.firstDup, c.dupAt = int64(id), o.Where
 		}
 		return false
 	}
 	c.seen[id] = how
 	return true
+}
+
+// Which names the records behind a failed verdict, not only their counts:
+// the first duplicated input and where its second copy was read, the
+// lowest lost input, and the first output read before an earlier input of
+// its session. dups and order say whether duplicates and order are judged
+// (a run whose duplicate inputs must each be output once, an unordered
+// one). "" when there is none to name.
+func (c *Checker) Which(dups, order bool) string {
+	at := func(w Copy) string {
+		if w.Topic == "" {
+			return ""
+		}
+		return " at " + w.String()
+	}
+	var parts []string
+	if dups && c.firstDup >= 0 {
+		parts = append(parts, fmt.Sprintf("first duplicate: input %d, again%s", c.firstDup, at(c.dupAt)))
+	}
+	if id, ok := c.FirstLost(); ok {
+		parts = append(parts, fmt.Sprintf("first lost: input %d", id))
+	}
+	if order && c.firstOrder >= 0 {
+		parts = append(parts, fmt.Sprintf("first out of order: input %d%s", c.firstOrder, at(c.orderAt)))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Report returns the verdict; inputs never seen count as lost.

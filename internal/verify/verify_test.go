@@ -48,3 +48,22 @@ func TestCheckerNames(t *testing.T) {
 	require.Equal(t, uint64(1), lost)
 	require.Equal(t, "out/3@90 (producer ID 8, epoch 0)", second.String())
 }
+
+// TestCheckerWhich: a FAIL's text names its records (issue 45): the first
+// duplicate and where its second copy was read, the first lost input, the
+// first output out of its session's order; only what is judged.
+func TestCheckerWhich(t *testing.T) {
+	clean := NewChecker(1)
+	clean.Output(Observed{Session: "a", Payload: Payload{ID: 0}})
+	require.Empty(t, clean.Which(true, true))
+	c := NewChecker(4)
+	second := Copy{Topic: "out", Partition: 1, Offset: 9, ProducerID: 8}
+	late := Copy{Topic: "out", Partition: 0, Offset: 2, ProducerID: 7}
+	c.Output(Observed{Session: "a", Payload: Payload{ID: 3, Seq: 1}})
+	c.Output(Observed{Session: "a", Payload: Payload{ID: 0, Seq: 0}, Where: late})
+	c.Output(Observed{Session: "b", Payload: Payload{ID: 2}})
+	c.Output(Observed{Session: "b", Payload: Payload{ID: 2}, Where: second})
+	require.Equal(t, "first duplicate: input 2, again at out/1@9 (producer ID 8, epoch 0); first lost: input 1; "+
+		"first out of order: input 0 at out/0@2 (producer ID 7, epoch 0)", c.Which(true, true))
+	require.Equal(t, "first lost: input 1", c.Which(false, false))
+}
