@@ -29,14 +29,22 @@ import (
 // pause (clientsec.Probe): a restarting broker closes new connections too,
 // for a moment. Brokers that cannot be reached yet are waited for, as Run
 // always has.
-func checkAccess(ctx context.Context, cfg *config) error {
-	cl, err := sideClient(cfg)
+//
+// It shares the start timeout with checkStart: sctx is ctx bounded by the
+// start's one deadline, and brokers still unreachable when it passes are
+// Run's ErrBrokersUnreachable, naming each address's last dial error.
+// Each step once had a timeout of its own, and Run took twice its start
+// timeout to say so (issue 45).
+func checkAccess(ctx, sctx context.Context, cfg *config) error {
+	start := time.Now()
+	dials := &dialErrors{last: make(map[string]error)}
+	cl, err := sideClient(cfg, kgo.WithHooks(dials))
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
 	defer cl.Close()
 	for {
-		pctx, cancel := context.WithTimeout(ctx, accessWait)
+		pctx, cancel := context.WithTimeout(sctx, accessWait)
 		err := clientsec.Probe(pctx, cl, time.Second)
 		cancel()
 		switch {
@@ -44,8 +52,8 @@ func checkAccess(ctx context.Context, cfg *config) error {
 			return nil
 		case clientsec.IsAuthError(err):
 			return fmt.Errorf("%w: %v", ErrUnauthenticated, err)
-		case ctx.Err() != nil:
-			return nil // Run returns nil on a stop, as below
+		case sctx.Err() != nil:
+			return startTimedOut(ctx, cfg, dials, nil, time.Since(start))
 		}
 		cfg.logger.Warn("cannot reach the brokers; retrying", "brokers", cfg.brokers, "err", err)
 	}
@@ -66,15 +74,13 @@ const accessWait = 10 * time.Second
 const topicGrace = inputWait
 
 // checkStart confirms that a broker answers and that the input, output and
-// dead-letter topics exist, within the start timeout. It returns an error
+// dead-letter topics exist, before the start's deadline (sctx, which
+// checkAccess used first; the start began at start). It returns an error
 // wrapping ErrBrokersUnreachable (with each address's last dial error) or
 // ErrTopicNotFound (naming the topics), or nil; nil also when ctx ends
 // before anything went wrong: a stop, not a failure. The changelog topics
 // are not checked: Run creates them next.
-func checkStart(ctx context.Context, cfg *config) error {
-	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, cfg.startTimeout)
-	defer cancel()
+func checkStart(ctx, sctx context.Context, cfg *config, start time.Time) error {
 	dials := &dialErrors{last: make(map[string]error)}
 	cl, err := sideClient(cfg, kgo.WithHooks(dials))
 	if err != nil {
@@ -86,10 +92,10 @@ func checkStart(ctx context.Context, cfg *config) error {
 	var missing []string // of the last answer
 	graceEnd := start.Add(topicGrace)
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
-		resp, err := metadataOf(cctx, cl, topics)
+		resp, err := metadataOf(sctx, cl, topics)
 		switch {
 		case err == nil:
-			if err := checkAdvertised(cctx, cl, resp, dials); err != nil {
+			if err := checkAdvertised(sctx, cl, resp, dials); err != nil {
 				return err
 			}
 			if missing, err = missingTopics(resp); err != nil {
@@ -111,7 +117,7 @@ func checkStart(ctx context.Context, cfg *config) error {
 			dials.noteRequest(err)
 		}
 		select {
-		case <-cctx.Done():
+		case <-sctx.Done():
 			return startTimedOut(ctx, cfg, dials, missing, time.Since(start))
 		case <-time.After(backoff):
 		}

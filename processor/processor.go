@@ -96,15 +96,15 @@ func (p *Processor) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
-	// Refused credentials first (checkAccess); brokers that do not answer
-	// within the start timeout are the start check's to name.
-	actx, cancel := context.WithTimeout(ctx, p.cfg.startTimeout)
-	err := checkAccess(actx, &p.cfg)
-	cancel()
-	if err != nil || ctx.Err() != nil {
+	// Refused credentials first (checkAccess), then the brokers' answer
+	// and the topics (checkStart), within one start timeout.
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, p.cfg.startTimeout)
+	defer cancel()
+	if err := checkAccess(ctx, sctx, &p.cfg); err != nil || ctx.Err() != nil {
 		return err
 	}
-	if err := checkStart(ctx, &p.cfg); err != nil {
+	if err := checkStart(ctx, sctx, &p.cfg, start); err != nil {
 		return err
 	}
 	ctx, stopWatch := watchTopics(ctx, &p.cfg, cmp.Or(p.hooks.topicWatch, topicWatchInterval))

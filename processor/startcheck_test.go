@@ -65,6 +65,26 @@ func TestStartBrokersUnreachable(t *testing.T) {
 	}
 }
 
+// TestStartKeepsItsTimeout: the start check (access, brokers, topics) has
+// one deadline, WithStartTimeout: with brokers that refuse every dial, Run
+// returns ErrBrokersUnreachable within it, with a second's slack for the
+// last dial. Its steps once had a timeout each, and Run took twice as long
+// (issue 45).
+func TestStartKeepsItsTimeout(t *testing.T) {
+	kafkatest.ProtocolIndependent(t)
+	const timeout = 3 * time.Second
+	p, err := processor.New(processor.WithBrokers("127.0.0.1:1"), processor.WithGroup("g"), processor.WithInstanceID("i"),
+		processor.WithInputTopics("in"), processor.WithOutputTopic("out"), processor.WithHandler(copyHandler),
+		processor.WithLogger(testLogger(t)), processor.WithStartTimeout(timeout))
+	require.NoError(t, err)
+	start := time.Now()
+	err = p.Run(context.Background())
+	took := time.Since(start)
+	require.ErrorIs(t, err, processor.ErrBrokersUnreachable)
+	require.Contains(t, err.Error(), "127.0.0.1:1: unable to dial")
+	require.Less(t, took, timeout+time.Second, "Run took %v with a start timeout of %v", took, timeout)
+}
+
 // TestStartTopicMissing: a missing input, output or dead-letter topic
 // makes Run return ErrTopicNotFound naming the topic and its option
 // within WithStartTimeout (issue 33, finding 3: a missing input made Run
