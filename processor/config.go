@@ -1100,6 +1100,8 @@ type testHooks struct {
 	topicWatch time.Duration
 	// lagRefresh, if set, replaces lagRefreshInterval (observe.go).
 	lagRefresh time.Duration
+	// recordBound, if set, replaces Health.RecordBound.
+	recordBound time.Duration
 	// fixedBudget, if set, fixes each transaction's budget at this many
 	// bytes (see txnBudget).
 	fixedBudget int64

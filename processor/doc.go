@@ -86,8 +86,11 @@
 // client's own under onceflow_kafka_) on a registry of yours;
 // WithTracerProvider traces each record with OpenTelemetry, continuing the
 // W3C trace context of its input's headers into its outputs' headers.
-// Both are off by default and then cost nothing per record. See
-// docs/operations.md for the metrics reference and what to alert on.
+// Both are off by default and then cost nothing per record.
+// Processor.Health, served by HealthHandler, says whether the instance is
+// ready (joined, claimed, restored) and live (its loop and its records
+// make progress), for an orchestrator's probes. See docs/operations.md
+// for the metrics reference, the probes and what to alert on.
 package processor
 
 // The house map, for readers of the package's code: its files from the
@@ -123,6 +126,8 @@ package processor
 //	run.go          one Run call: the pool, the stores, the instance ID's hold; builds
 //	                each lifetime and its client
 //	processor.go    Processor: New, Run, Stats
+//	health.go       Health and its HTTP handler, from what Run and the loop report
+//	                (healthState, observe.go)
 //
 // One record goes lifetime.poll -> partitions.intake (partition.track,
 // dispatchWindow) -> sched.Pool -> handlers.attempt -> completionQueue ->

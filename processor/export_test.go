@@ -35,3 +35,9 @@ func WithTopicWatchInterval(d time.Duration) Opt {
 func WithClaimRecheck(d time.Duration) Opt {
 	return hooksOpt(func(h *testHooks) { h.claimRecheck = d })
 }
+
+// WithHealthRecordBound sets Health.RecordBound: how long a record may be
+// unfinished before the processor counts as not live.
+func WithHealthRecordBound(d time.Duration) Opt {
+	return hooksOpt(func(h *testHooks) { h.recordBound = d })
+}

@@ -32,6 +32,8 @@ type groupEvents struct {
 	// yield, under the consumer protocol, holds back franz-go's rejoin
 	// after the member was expelled (see onLost); nil under classic.
 	yield func(ctx context.Context, cl *kgo.Client) error
+	// health learns of losses; nil in tests.
+	health *healthState
 	// losses counts the member's losses (onLost): franz-go rejoins after
 	// each, under a new member ID or, after a network failure, its old
 	// one (see txncore.Instance.Recheck).
@@ -167,6 +169,10 @@ func (g *groupEvents) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[
 func (g *groupEvents) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 	g.losses.Add(1)
 	g.log.Info(lostMsg, "partitions", lost)
+	if g.health != nil {
+		_, epoch := cl.GroupMetadata()
+		g.health.lost(epoch)
+	}
 	g.onRevoked(ctx, cl, lost)
 	if g.yield == nil {
 		return

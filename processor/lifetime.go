@@ -47,6 +47,9 @@ type lifetime struct {
 	// produceCtx outlives Run's context: records of a transaction that
 	// is still to commit must not be canceled by a shutdown.
 	produceCtx context.Context
+	// member is the client's group member ID and generation or epoch
+	// (kgo.Client.GroupMetadata), for the health; nil in tests.
+	member func() (string, int32)
 }
 
 // connect gives the lifetime its client. The returned func waits for an
@@ -66,6 +69,7 @@ func (l *lifetime) connect(s txnClient) (closeCommitter func()) {
 
 func (l *lifetime) run(ctx context.Context) error {
 	l.sched = newCommitSchedule(l.cfg.commitFloor(), l.cfg.commitInterval, time.Now())
+	l.obs.health.enter(phaseRunning, "")
 	for {
 		if ctx.Err() != nil {
 			return l.shutdown()
@@ -86,6 +90,7 @@ func (l *lifetime) step(ctx context.Context) error {
 	if err := l.poll(ctx); err != nil {
 		return err
 	}
+	l.obs.health.turned.Store(l.now.UnixNano())
 	if err := l.handleEvents(); err != nil {
 		return err
 	}
@@ -257,6 +262,7 @@ func (l *lifetime) handleEvents() error {
 
 // shutdown finishes in-flight records (bounded), commits and returns.
 func (l *lifetime) shutdown() error {
+	l.obs.health.enter(phaseStopping, "")
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.txnTimeout)
 	defer cancel()
 	err := l.takeCommit(ctx, true)
@@ -398,6 +404,8 @@ func (l *lifetime) takeCommit(ctx context.Context, wait bool) error {
 	l.c.budget.ended(e.t.full(), took)
 	l.obs.m.setTxnBudget(l.c.budget.limit)
 	l.obs.stats.commits.Record(took)
+	l.obs.health.committed.Store(l.cfg.clock.Now().UnixNano())
+	l.obs.health.claimed.Store(true) // a commit proves the transactional ID is ours
 	e.t.settle(l.obs.stats)
 	l.cfg.logger.Debug("committed", "took", took)
 	l.ended()
@@ -414,6 +422,30 @@ func (l *lifetime) ended() {
 	l.group.rebalanceWanted.Store(false)
 	l.s.AllowRebalance()
 	l.publish()
+	l.reportHealth()
+}
+
+// reportHealth tells the health the member's epoch, the partitions and
+// the oldest unfinished record, once per commit or commit interval.
+func (l *lifetime) reportHealth() {
+	h := l.obs.health
+	if l.member != nil {
+		_, epoch := l.member()
+		h.member(epoch)
+	} else {
+		h.joined.Store(true) // a test's fake client is always in the group
+	}
+	var oldest *oldestRecord
+	restoring := 0
+	for _, p := range l.ps.all {
+		if !p.restore.open() {
+			restoring++
+		}
+		if len(p.pending) > 0 && (oldest == nil || p.headSince.Before(oldest.since)) {
+			oldest = &oldestRecord{p.topic, p.id, p.pending[0].rec.Offset, p.headSince}
+		}
+	}
+	h.progress(l.group.assignedCount(), restoring, oldest)
 }
 
 // canOverlap reports whether the loop may admit finished work into the

@@ -513,9 +513,89 @@ type txnCounts struct {
 }
 
 // observers are where a Run reports what it does: the counters behind
-// Stats, the metrics and the tracer.
+// Stats, the metrics, the tracer and the health.
 type observers struct {
 	stats  *counters
 	m      *metrics     // nil without WithMetrics
 	tracer trace.Tracer // nil without WithTracerProvider
+	health *healthState
+}
+
+// healthState is what Run and its loop report for Processor.Health:
+// atomic values that a probe reads without waiting for either.
+type healthState struct {
+	phase     atomic.Int32 // a healthPhase
+	reason    atomic.Pointer[string]
+	turned    atomic.Int64 // Unix ns of the loop's last turn (0: none)
+	committed atomic.Int64 // Unix ns of the last commit (0: none)
+	joined    atomic.Bool  // the member holds a generation or epoch, not lost since
+	claimed   atomic.Bool  // the instance ID's transactional ID is this process's
+	assigned  atomic.Int32
+	restoring atomic.Int32
+	lostEpoch atomic.Int32 // the epoch the member lost its partitions in (-1: none)
+	oldest    atomic.Pointer[oldestRecord]
+}
+
+// healthPhase is where Run is.
+type healthPhase int32
+
+const (
+	phaseNotStarted healthPhase = iota
+	phaseStarting               // the start checks
+	phaseJoining                // a client built, joining and claiming
+	phaseRunning                // the loop runs
+	phaseRebuilding             // a client failed; the next is being built
+	phaseStopping               // Run's ctx ended: the last commit
+	phaseStopped                // Run returned nil
+	phaseFailed                 // Run returned an error
+)
+
+var phaseNames = [...]string{"not started", "starting", "joining", "running", "rebuilding", "stopping", "stopped", "failed"}
+
+// oldestRecord is the oldest unfinished record of the assigned partitions.
+type oldestRecord struct {
+	topic     string
+	partition int32
+	offset    int64
+	since     time.Time // when it became its partition's lowest unfinished record
+}
+
+func newHealthState() *healthState {
+	h := &healthState{}
+	h.lostEpoch.Store(-1)
+	return h
+}
+
+// enter sets the phase and why (for a failure, a rebuild: the error).
+func (h *healthState) enter(p healthPhase, reason string) {
+	h.phase.Store(int32(p))
+	h.reason.Store(&reason)
+	if p != phaseRunning && p != phaseStopping {
+		h.joined.Store(false)
+	}
+}
+
+// lost notes that the member lost its partitions in epoch: it is not
+// joined until it holds another.
+func (h *healthState) lost(epoch int32) {
+	h.lostEpoch.Store(epoch)
+	h.joined.Store(false)
+}
+
+// member notes the member's current epoch (GroupMetadata; 0 or less: none).
+func (h *healthState) member(epoch int32) {
+	lost := h.lostEpoch.Load()
+	if epoch > 0 && epoch != lost && lost >= 0 {
+		h.lostEpoch.Store(-1)
+		lost = -1
+	}
+	h.joined.Store(epoch > 0 && lost < 0)
+}
+
+// progress notes the assigned partitions, those restoring, and the
+// oldest unfinished record of all (nil: none).
+func (h *healthState) progress(assigned, restoring int, oldest *oldestRecord) {
+	h.assigned.Store(int32(assigned))
+	h.restoring.Store(int32(restoring))
+	h.oldest.Store(oldest)
 }

@@ -35,6 +35,7 @@ type Processor struct {
 	tracer     trace.Tracer   // nil without WithTracerProvider
 	dedupeOpts dedupe.Options // with defaults, when WithDedupe
 	hooks      testHooks      // set only by tests (testHooks)
+	health     *healthState
 }
 
 // New validates the options and builds a Processor. Nothing is contacted
@@ -53,7 +54,7 @@ func New(opts ...Opt) (*Processor, error) {
 	if cfg.sessionKey != nil {
 		cfg.sessionKey = recoverSessionKey(cfg.sessionKey) // the loop calls it: see PanicError
 	}
-	p := &Processor{cfg: cfg, hooks: hooksOf(opts)}
+	p := &Processor{cfg: cfg, hooks: hooksOf(opts), health: newHealthState()}
 	if cfg.dedupeSet {
 		p.dedupeOpts = cfg.dedupeOptions()
 	}
@@ -96,6 +97,18 @@ func (p *Processor) Run(ctx context.Context) error {
 	if !p.ran.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
 	}
+	p.health.enter(phaseStarting, "")
+	err := p.run(ctx)
+	if err != nil {
+		p.health.enter(phaseFailed, err.Error())
+	} else {
+		p.health.enter(phaseStopped, "")
+	}
+	return err
+}
+
+// run is Run after its first call's check.
+func (p *Processor) run(ctx context.Context) error {
 	// Refused credentials first (checkAccess), then the brokers' answer
 	// and the topics (checkStart), within one start timeout.
 	start := time.Now()
@@ -136,6 +149,7 @@ func (p *Processor) process(ctx context.Context) error {
 		// left nothing committed either: rebuild rather than stop.
 		if c := txncore.ClassOf(err); c == txncore.ClassReset || c == txncore.ClassOutcomeUnknown || c == txncore.ClassAbortable {
 			log.Warn("transactional client unusable; rebuilding it and resuming from the committed offsets", "err", err)
+			p.health.enter(phaseRebuilding, err.Error())
 			err = nil // rebuild, unless a newer process takes the ID
 			if e := r.inst.YieldToSuccessor(ctx); e != nil {
 				err = e
@@ -248,7 +262,7 @@ func (p *Processor) Stats() Stats {
 // with its loop.
 func newRun(p *Processor) *runCall {
 	cfg := &p.cfg
-	r := &runCall{cfg: cfg, obs: observers{&p.stats, p.metrics, p.tracer}, hooks: &p.hooks, dedupeOpts: &p.dedupeOpts,
+	r := &runCall{cfg: cfg, obs: observers{&p.stats, p.metrics, p.tracer, p.health}, hooks: &p.hooks, dedupeOpts: &p.dedupeOpts,
 		leaveOnStop: &p.leaveOnStop, comps: newCompletionQueue(), counted: make(map[tp]int64)}
 	o := cfg.txnOptions()
 	o.Incarnation = p.incarnation

@@ -79,6 +79,7 @@ func (r *runCall) close() {
 // runLifetime runs one transactional client until Run's ctx ends or the
 // client cannot go on (its error says whether to rebuild).
 func (r *runCall) runLifetime(ctx context.Context) error {
+	r.obs.health.enter(phaseJoining, "")
 	l := r.newLifetime(ctx)
 	defer l.ps.restores.close()
 	defer l.endYield()
@@ -88,6 +89,7 @@ func (r *runCall) runLifetime(ctx context.Context) error {
 		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
 	}
 	closeCommitter := l.connect(sessionClient{s})
+	l.member = s.Client().GroupMetadata
 	stopRefresh := r.refreshEnds(ctx, l, s)
 	stopped := false // a clean stop: Run's ctx done, shutdown not fenced
 	defer func() {
@@ -99,7 +101,9 @@ func (r *runCall) runLifetime(ctx context.Context) error {
 	if err := checkGroupProtocol(ctx, s, cfg.logger); err != nil {
 		return err
 	}
-	if err := r.inst.Claim(ctx); err != nil && ctx.Err() == nil {
+	if err := r.inst.Claim(ctx); err == nil {
+		r.obs.health.claimed.Store(true)
+	} else if ctx.Err() == nil {
 		cfg.logger.Warn("could not initialize the transactional producers before joining; processes with this instance ID are not ordered",
 			"group", cfg.group, "instance", cfg.instanceID, "brokers", cfg.brokers, "err", err)
 	}
@@ -203,6 +207,7 @@ func (r *runCall) newLifetime(ctx context.Context) *lifetime {
 	l := &lifetime{cfg: r.cfg, obs: r.obs, hooks: r.hooks, inst: r.inst, comps: r.comps, ends: newEndOffsets()}
 	l.group = newGroupEvents(r.cfg.logger, r.comps.wakePoll)
 	l.group.held = r.inst.Held
+	l.group.health = r.obs.health
 	var yieldCtx context.Context
 	yieldCtx, l.endYield = context.WithCancel(ctx)
 	if r.cfg.groupProtocol == GroupProtocolConsumer {
