@@ -1,8 +1,10 @@
 # onceflow — build and test entry points.
 #
-#   make test           vet + gofmt check + embedded pass (kfake) + real-broker passes,
-#                       the guarantee tests under both group protocols (see PROTOCOL_MATRIX)
-#   make test-embedded  vet + gofmt check + embedded pass only
+#   make test           vet + gofmt check + the dashboards module + embedded pass (kfake)
+#                       + real-broker passes, the guarantee tests under both group
+#                       protocols (see PROTOCOL_MATRIX)
+#   make test-embedded  vet + gofmt check + the dashboards module + embedded pass only
+#   make dashboards     the dashboards module alone: vet and tests (see below)
 #   make test-real      real-broker passes only (mandatory: installs Java/Maven if missing):
 #                       the suite on a 3-node cluster (node faults included:
 #                       TestClusterNodeFaults), then TestBrokerRestart on a
@@ -46,13 +48,13 @@ KAFKA_PKGS_CMD = $(GO) list -e -f '{{.ImportPath}} {{.Imports}} {{.TestImports}}
 	| tr -d '[]' \
 	| awk -v k='$(KAFKATEST)' '{ for (i = 2; i <= NF; i++) if ($$i == k) { print $$1; next } }'
 
-.PHONY: test test-embedded test-real vet fmt-check embedded-pass real-pass \
+.PHONY: test test-embedded test-real vet fmt-check dashboards embedded-pass real-pass \
 	real-skip-banner broker-pass kafka-packages bench broker-start broker-stop broker-status
 
-test: vet fmt-check embedded-pass
+test: vet fmt-check dashboards embedded-pass
 	@$(MAKE) --no-print-directory real-pass REAL_MODE=auto
 
-test-embedded: vet fmt-check embedded-pass
+test-embedded: vet fmt-check dashboards embedded-pass
 
 test-real:
 	@$(MAKE) --no-print-directory real-pass REAL_MODE=required
@@ -74,6 +76,25 @@ fmt-check:
 		exit 1; \
 	fi; \
 	echo "==> gofmt: ok"
+
+# dashboards/ is a module of its own (its go.mod keeps the Grafana
+# Foundation SDK and Prometheus's rule parser out of the library's
+# requirements), so ./... above does not reach it: vet it and run its
+# tests here. They run a small job on kfake, scrape its /metrics and fail
+# if the dashboard (docs/dashboards/onceflow.json) or the alert rules
+# (docs/dashboards/onceflow-rules.yml) query a metric it does not export,
+# or if the committed JSON is not what `cd dashboards && go generate`
+# makes. A few seconds once built. gofmt's check above covers its files.
+# Without -race: the module's own code is a generator and a checker, the
+# processor it runs is raced in the embedded pass, and the test then reuses
+# what vet compiled (the module's requirements differ from the root's, so
+# a race build would compile the processor's tree once more: over a
+# minute on a loaded CI machine).
+dashboards:
+	@t0=$$(date +%s); echo "==> dashboards module: go vet ./... && go test -count=1 ./..."; \
+	cd dashboards && $(GO) vet ./... && \
+	env -u KAFKA_BROKERS $(GO) test -count=1 -timeout $(GOTEST_TIMEOUT) ./...; \
+	echo "==> dashboards module: ok in $$(( $$(date +%s) - t0 ))s"
 
 # The guarantee tests run under both group protocols: classic with
 # everything else, then KIP-848's consumer protocol

@@ -188,5 +188,7 @@
 // its runs' histograms merged) and its throughput over its median run (in
 // points of 300ms or more of inputs accounted for); -cpuprofile and
 // -memprofile write pprof profiles. A live status line is drawn on stderr
-// when it is a terminal. Run with -h for every flag.
+// when it is a terminal. -version prints the module version that go
+// install built ("(devel)" in a checkout) and the VCS revision if stamped.
+// Run with -h for every flag.
 package main

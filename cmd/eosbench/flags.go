@@ -27,6 +27,7 @@ type options struct {
 	logLevel   string
 	clientLog  slog.Level
 	worker     string // hidden: run one job as a subprocess worker
+	version    bool
 
 	metricsAddr   string
 	metricsLinger time.Duration
@@ -53,6 +54,7 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.TextVar(&o.clientLog, "client-log-level", &o.clientLog, "how much of franz-go's own log onceflow modes write (processor.WithClientLogLevel; -log-level still applies): debug, info, warn or error")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics of the in-process onceflow runs on http://`host:port`/metrics (port 0: any free port, printed on stderr)")
 	fs.DurationVar(&o.metricsLinger, "metrics-linger", 0, "keep serving -metrics-addr this long after the runs (an interrupt ends it), so a scraper sees the final values")
+	fs.BoolVar(&o.version, "version", false, "print eosbench's version (the module version go install built, or (devel), and the VCS revision if stamped) and exit")
 	fs.StringVar(&o.worker, bench.WorkerFlag, "", "internal: run one pipeline `job` (JSON) as a worker")
 	o.sec.RegisterFlags(fs) // -tls*, -sasl-*: for -brokers
 

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/onceflow/onceflow/internal/version"
 )
 
 // TestHandlerCPUFlag: the cpu preset asks 20µs per record, -handler-cpu
@@ -35,4 +40,15 @@ func TestHandlerCPUFlag(t *testing.T) {
 	require.Equal(t, 1, phs[0].Count, "explicit flags override the preset's 3 runs")
 	_, err = phases([]string{"-handler-cpu", "-1us"}, "default")
 	require.ErrorContains(t, err, "-handler-cpu")
+}
+
+// TestVersionFlag: -version prints one line naming eosbench and the
+// module's version, exits 0 and runs nothing (no cluster is started).
+func TestVersionFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	status := run(context.Background(), []string{"-version"}, strings.NewReader(""), &stdout, &stderr)
+	require.Equal(t, 0, status, "stderr: %s", stderr.String())
+	require.Empty(t, stderr.String())
+	require.Regexp(t, `^eosbench \S+( \(.*\))?\n$`, stdout.String())
+	require.Equal(t, version.Current("eosbench")+"\n", stdout.String())
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onceflow/onceflow/internal/bench"
+	"github.com/onceflow/onceflow/internal/version"
 )
 
 func main() {
@@ -46,6 +47,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "eosbench: unexpected arguments %q\n", fs.Args())
 		return 2
+	}
+	if o.version {
+		fmt.Fprintln(stdout, version.Current("eosbench"))
+		return 0
 	}
 	log, err := newLogger(stderr, o.logLevel)
 	if err != nil {

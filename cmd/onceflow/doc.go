@@ -8,6 +8,7 @@
 //	onceflow reset -brokers B -group G -to earliest|latest|OFFSET|TIME [-topics T,...] [-yes] [-json]
 //	onceflow dedupe inspect [-ttl D] [-bucket-width D] [-json] DIR
 //	onceflow state inspect [-json] DIR
+//	onceflow -version
 //
 // describe prints, per input partition (the topics the group committed
 // offsets for or is assigned, and -topics), the committed offset, the
@@ -31,6 +32,10 @@
 //
 // The inspect commands open the stores read-only: a store an instance has
 // open is refused, and nothing on disk changes.
+//
+// -version (or version) prints the module version that go install built,
+// "(devel)" for a build in a checkout, and the VCS revision, time and
+// modified flag when the build stamped them.
 //
 // Connections: -brokers (default 127.0.0.1:9092), -timeout (30s: an
 // unreachable cluster fails after it, refused credentials at once), and

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/onceflow/onceflow/internal/clientsec"
+	"github.com/onceflow/onceflow/internal/version"
 )
 
 func main() {
@@ -57,6 +58,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version.Current("onceflow"))
+		return exitOK
 	}
 	fmt.Fprintf(stderr, "onceflow: unknown command %q\n", cmd)
 	usage(stderr)
@@ -73,6 +77,8 @@ commands:
                     offset) and clear its finished-records maps; asks for -yes
   dedupe inspect DIR  a stopped instance's dedupe store (WithDedupe), read-only
   state inspect DIR   a stopped instance's state store (WithStateStore), read-only
+  version           the module version go install built (or (devel)) and the VCS
+                    revision if stamped; also -version
 
 Run "onceflow <command> -h" for a command's flags.
 `)

@@ -84,14 +84,9 @@ func quickstartModule(t *testing.T, repo, onceflowDir string) string {
 // module cache as a proxy, then from the environment's GOPROXY.
 func goCmd(t *testing.T, dir string, env []string, args ...string) string {
 	t.Helper()
-	cache := strings.TrimSpace(goOutput(t, dir, "env", "GOMODCACHE"))
-	proxy := "file://" + filepath.ToSlash(filepath.Join(cache, "cache", "download"))
-	if p := strings.TrimSpace(goOutput(t, dir, "env", "GOPROXY")); p != "" && p != "off" {
-		proxy += "," + p
-	}
 	cmd := exec.Command(goTool(), args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false", "GOPROXY="+proxy)
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false", "GOPROXY="+moduleProxy(t, dir))
 	cmd.Env = append(cmd.Env, env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -100,6 +95,18 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) string {
 	}
 	t.Logf("go %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 	return string(out)
+}
+
+// moduleProxy is the GOPROXY list of goCmd: the module cache's downloads,
+// then the environment's proxy.
+func moduleProxy(t *testing.T, dir string) string {
+	t.Helper()
+	cache := strings.TrimSpace(goOutput(t, dir, "env", "GOMODCACHE"))
+	proxy := "file://" + filepath.ToSlash(filepath.Join(cache, "cache", "download"))
+	if p := strings.TrimSpace(goOutput(t, dir, "env", "GOPROXY")); p != "" && p != "off" {
+		proxy += "," + p
+	}
+	return proxy
 }
 
 func goOutput(t *testing.T, dir string, args ...string) string {
