@@ -522,3 +522,81 @@ func checkTopicsGone(ctx context.Context, c *config, topics ...string) error {
 func sideClient(cfg *config, extra ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(cfg.brokers...)}, extra...), cfg.clientOpts()...)...)
 }
+
+// quorumCheck asks, after a transaction could not end, whether the brokers
+// have lost the quorum of a partition the job writes to: one with fewer
+// in-sync replicas than its min.insync.replicas, whose records they refuse
+// with NOT_ENOUGH_REPLICAS. franz-go retries those without a word until
+// the transaction times out, which names no cause. The loss is logged
+// once, and again only after it ended or every quorumReminder.
+type quorumCheck struct {
+	lost   bool
+	logged time.Time
+}
+
+// quorumReminder is how often a quorum loss that lasts is logged again.
+const quorumReminder = 10 * time.Minute
+
+// internalLogs are the brokers' own topics a transaction writes to: its
+// state and, with the offsets it commits, the group's.
+var internalLogs = []string{"__transaction_state", "__consumer_offsets"}
+
+// afterFailure checks the job's output, dead-letter and changelog topics
+// and the brokers' logs, within a few seconds.
+func (q *quorumCheck) afterFailure(ctx context.Context, cfg *config) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	topics := append(slices.DeleteFunc(cfg.jobTopics(), func(t string) bool { return slices.Contains(cfg.inputs, t) }), internalLogs...)
+	for t := range cfg.changelogTopics() {
+		topics = append(topics, t)
+	}
+	lost, err := underReplicated(ctx, cfg, topics)
+	switch {
+	case err != nil:
+		return // the brokers cannot tell now: the rebuild goes on as it would
+	case len(lost) == 0:
+		q.lost = false
+		return
+	case q.lost && time.Since(q.logged) < quorumReminder:
+		return
+	}
+	q.lost, q.logged = true, time.Now()
+	cfg.logger.Warn("the brokers cannot store what the job writes: partitions have fewer in-sync replicas than min.insync.replicas, so the brokers refuse their records (NOT_ENOUGH_REPLICAS) and no transaction commits until replicas return; nothing partial is committed meanwhile",
+		"partitions", lost)
+}
+
+// underReplicated names the partitions of topics with fewer in-sync
+// replicas than their min.insync.replicas.
+func underReplicated(ctx context.Context, cfg *config, topics []string) ([]string, error) {
+	cl, err := sideClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	md, err := adm.Metadata(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	minISR := make(map[string]int)
+	for _, rc := range configs {
+		for _, c := range rc.Configs {
+			if c.Key == "min.insync.replicas" && c.Value != nil {
+				minISR[rc.Name], _ = strconv.Atoi(*c.Value)
+			}
+		}
+	}
+	var out []string
+	for _, t := range md.Topics.Sorted() {
+		for _, p := range t.Partitions.Sorted() {
+			if m := minISR[t.Topic]; len(p.ISR) < m {
+				out = append(out, fmt.Sprintf("%s/%d (%d in sync of %d, min.insync.replicas %d)", t.Topic, p.Partition, len(p.ISR), len(p.Replicas), m))
+			}
+		}
+	}
+	return out, nil
+}

@@ -143,12 +143,14 @@ func (p *Processor) process(ctx context.Context) error {
 		return err
 	}
 	log := p.cfg.logger
+	var quorum quorumCheck
 	for {
 		err := r.runLifetime(ctx)
 		// An abortable error that reached here (a begin refused, say)
 		// left nothing committed either: rebuild rather than stop.
 		if c := txncore.ClassOf(err); c == txncore.ClassReset || c == txncore.ClassOutcomeUnknown || c == txncore.ClassAbortable {
 			log.Warn("transactional client unusable; rebuilding it and resuming from the committed offsets", "err", err)
+			quorum.afterFailure(ctx, &p.cfg)
 			p.health.enter(phaseRebuilding, err.Error())
 			err = nil // rebuild, unless a newer process takes the ID
 			if e := r.inst.YieldToSuccessor(ctx); e != nil {
