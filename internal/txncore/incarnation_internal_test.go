@@ -218,8 +218,11 @@ func TestJudgeHolderOwnRejoin(t *testing.T) {
 		r := kmsg.NewPtrDescribeGroupsResponse()
 		r.Groups = append(r.Groups, g)
 		h, settled := s.judgeHolder(r, "expelled", "rejoined")
-		if h != holderUnknown || !settled {
-			t.Errorf("%s: got %v settled %v, want unknown (ours), settled", state, h, settled)
+		if h != holderOurs || !settled {
+			t.Errorf("%s: got %v settled %v, want ours, settled", state, h, settled)
+		}
+		if instanceFenced(h) {
+			t.Errorf("%s: FENCED_INSTANCE_ID from our own rejoin judged fenced, want rebuild", state)
 		}
 		if h, _ := s.judgeHolder(r, "expelled"); h != holderNewer {
 			t.Errorf("%s: without our client's member, got %v, want newer (as before)", state, h)

@@ -342,11 +342,14 @@ func (s *Session) otherHolder848(ctx context.Context, ours ...string) holder {
 }
 
 // judgeHolder848: holderNewer if the holder of our instance ID is a member
-// other than ours (known, non-empty ones).
+// other than ours (known, non-empty ones), holderOurs if it is one of ours.
 func judgeHolder848(h string, ours ...string) holder {
 	ours = slices.DeleteFunc(slices.Clone(ours), func(m string) bool { return m == "" })
-	if h == "" || len(ours) == 0 || slices.Contains(ours, h) {
+	switch {
+	case h == "" || len(ours) == 0:
 		return holderUnknown
+	case slices.Contains(ours, h):
+		return holderOurs
 	}
 	return holderNewer
 }

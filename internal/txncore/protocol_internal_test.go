@@ -154,8 +154,8 @@ func TestJudgeHolder848(t *testing.T) {
 		ours   []string
 		want   holder
 	}{
-		{"we hold it", "m1", []string{"m1"}, holderUnknown},
-		{"our earlier client holds it", "m0", []string{"m0", "m1"}, holderUnknown},
+		{"we hold it", "m1", []string{"m1"}, holderOurs},
+		{"our earlier client holds it", "m0", []string{"m0", "m1"}, holderOurs},
 		{"another member holds it", "m2", []string{"m0", "m1"}, holderNewer},
 		{"nobody holds it", "", []string{"m1"}, holderUnknown},
 		{"our member unknown", "m2", []string{""}, holderUnknown},

@@ -265,13 +265,21 @@ func (t *Txn) FlushFailed(ctx context.Context, err error) *Error {
 // Kafka 4.2.0: the replacement exited fenced, the zombie ran on).
 func (s *Session) endFenced(ctx context.Context, member string, err error) bool {
 	if errors.Is(err, kerr.FencedInstanceID) {
-		return s.otherHolder(ctx, member) != holderOlder
+		return instanceFenced(s.otherHolder(ctx, member))
 	}
 	if !isFencing(err) && !errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	return s.otherHolder(ctx, member) == holderNewer
 }
+
+// instanceFenced judges FENCED_INSTANCE_ID, the group's word that another
+// member holds our instance ID, by that holder: a newer process, or one
+// the group could not name (stop); an older zombie, which static
+// membership replaces when we rejoin; or our own client's member now,
+// which rejoined after this one was expelled (rebuild: a classic soak's
+// w145#289 stopped fenced with nobody else holding the ID).
+func instanceFenced(h holder) bool { return h != holderOlder && h != holderOurs }
 
 // CheckFenced turns an error seen outside Commit (a failed produce, a
 // fatal poll error) into a classified *Error; op names what failed, as
@@ -300,9 +308,10 @@ func (s *Session) fencedByNewer(ctx context.Context, err error) bool {
 type holder int
 
 const (
-	holderUnknown holder = iota // nobody else, or the group could not be asked
+	holderUnknown holder = iota // nobody, or the group could not be asked
 	holderNewer                 // another member ID, not known to be older: we were replaced
 	holderOlder                 // an older process that rejoined after we were expelled
+	holderOurs                  // only a member of ours: this process's client now, or before
 )
 
 // otherHolder asks the group who holds our instance ID. A holder with an
@@ -357,12 +366,17 @@ func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 // does not report that member's metadata.
 func (s *Session) judgeHolder(resp *kmsg.DescribeGroupsResponse, ours ...string) (h holder, settled bool) {
 	ours = slices.DeleteFunc(slices.Clone(ours), func(m string) bool { return m == "" })
+	sawOurs := false
 	for _, g := range resp.Groups {
 		if g.ErrorCode != 0 {
 			continue
 		}
 		for _, m := range g.Members {
-			if m.InstanceID == nil || *m.InstanceID != s.cfg.InstanceID || slices.Contains(ours, m.MemberID) {
+			if m.InstanceID == nil || *m.InstanceID != s.cfg.InstanceID {
+				continue
+			}
+			if slices.Contains(ours, m.MemberID) {
+				sawOurs = true
 				continue
 			}
 			switch {
@@ -372,6 +386,9 @@ func (s *Session) judgeHolder(resp *kmsg.DescribeGroupsResponse, ours ...string)
 				return holderNewer, g.State == "Stable" || len(m.ProtocolMetadata) > 0
 			}
 		}
+	}
+	if sawOurs {
+		return holderOurs, true
 	}
 	return holderUnknown, true
 }
