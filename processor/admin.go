@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -599,4 +600,86 @@ func underReplicated(ctx context.Context, cfg *config, topics []string) ([]strin
 		}
 	}
 	return out, nil
+}
+
+// setGroupSessionTimeout makes WithSessionTimeout the group's session
+// timeout under the consumer protocol, whose members do not send one: the
+// group's consumer.session.timeout.ms config, and its
+// consumer.heartbeat.interval.ms lowered to a third of that if it is
+// longer. A crashed static member holds its instance ID until its session
+// ends, so a restart waits that long (45 s by the broker's default, where
+// the classic protocol hands over at once, issue 45). A refusal (the
+// broker's minimums, no ALTER_CONFIGS on the group) is logged: the group's
+// own timeout applies.
+func setGroupSessionTimeout(ctx context.Context, cfg *config) {
+	if cfg.groupProtocol != GroupProtocolConsumer || !cfg.sessionTimeoutSet {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cl, err := sideClient(cfg)
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	session := cfg.sessionTimeout
+	want := map[string]time.Duration{"consumer.session.timeout.ms": session}
+	if hb, ok := groupConfigMillis(ctx, cl, cfg.group, "consumer.heartbeat.interval.ms"); !ok || 3*hb > session {
+		want["consumer.heartbeat.interval.ms"] = session / 3
+	}
+	if err = setGroupConfigs(ctx, cl, cfg.group, want); err != nil {
+		cfg.logger.Warn("could not set the group's session timeout (WithSessionTimeout); the group's own applies, and a crashed instance's restart waits for it",
+			"group", cfg.group, "session_timeout", session, "err", err)
+		return
+	}
+	cfg.logger.Info("set the group's session timeout (WithSessionTimeout, consumer protocol)", "group", cfg.group, "configs", want)
+}
+
+// groupConfigMillis reads a group config of milliseconds, as the group
+// has it (its own value, or the broker's default).
+func groupConfigMillis(ctx context.Context, cl *kgo.Client, group, name string) (time.Duration, bool) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeGroupConfig, group, []string{name}
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, false
+	}
+	for _, r := range resp.Resources {
+		for _, c := range r.Configs {
+			if c.Name == name && c.Value != nil {
+				if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil {
+					return time.Duration(ms) * time.Millisecond, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// setGroupConfigs sets group configs of milliseconds.
+func setGroupConfigs(ctx context.Context, cl *kgo.Client, group string, configs map[string]time.Duration) error {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for _, k := range slices.Sorted(maps.Keys(configs)) {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = k, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(strconv.FormatInt(configs[k].Milliseconds(), 10))
+		r.Configs = append(r.Configs, c)
+	}
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			if r.ErrorMessage != nil {
+				return fmt.Errorf("%w: %s", err, *r.ErrorMessage)
+			}
+			return err
+		}
+	}
+	return nil
 }

@@ -54,6 +54,7 @@ type config struct {
 	startTimeout       time.Duration
 	logger             *slog.Logger
 	clientLogLevel     slog.Level
+	sessionTimeoutSet  bool // WithSessionTimeout was given: under KIP-848 Run sets the group's config
 	clock              Clock
 	kgoOpts            []kgo.Opt
 	stateDir           string
@@ -590,14 +591,22 @@ func WithTransactionPipeline(n int) Opt { return opt(func(c *config) { c.pipelin
 // defaultPipeline is WithTransactionPipeline's default.
 const defaultPipeline = 2
 
-// WithSessionTimeout sets the group's session.timeout.ms. With static
+// WithSessionTimeout sets the group's session timeout: with static
 // membership, a stopped instance keeps its partitions this long, waiting
-// for a restart. Default 45s (the Java client's default). Classic protocol
-// only: under GroupProtocolConsumer the broker decides
-// (group.consumer.session.timeout.ms, default 45s, at least
-// group.consumer.min.session.timeout.ms, or the group's
-// consumer.session.timeout.ms config) and this option is not sent.
-func WithSessionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.sessionTimeout = d }) }
+// for a restart, and a crashed one holds its instance ID this long, so a
+// restart waits for it under GroupProtocolConsumer. Default 45s (the Java
+// client's session.timeout.ms). Under the classic protocol the member
+// sends it; under GroupProtocolConsumer the group's config holds it
+// (consumer.session.timeout.ms), and Run sets that config when this
+// option is given, with a heartbeat interval of a third of it: it needs
+// ALTER_CONFIGS on the group, and the broker's
+// group.consumer.min.session.timeout.ms (45s by default) and
+// group.consumer.min.heartbeat.interval.ms (5s) must allow the values,
+// or Run logs why and the group keeps its own (the broker's
+// group.consumer.session.timeout.ms, 45s by default).
+func WithSessionTimeout(d time.Duration) Opt {
+	return opt(func(c *config) { c.sessionTimeout, c.sessionTimeoutSet = d, true })
+}
 
 // WithLeaveOnStop makes a clean stop (Run's context done and its final
 // commit made) leave the consumer group for good, so that the instance's

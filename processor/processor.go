@@ -120,6 +120,7 @@ func (p *Processor) run(ctx context.Context) error {
 	if err := checkStart(ctx, sctx, &p.cfg, start); err != nil {
 		return err
 	}
+	setGroupSessionTimeout(ctx, &p.cfg)
 	ctx, stopWatch := watchTopics(ctx, &p.cfg, cmp.Or(p.hooks.topicWatch, topicWatchInterval))
 	return stopWatch(p.process(ctx))
 }
