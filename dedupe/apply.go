@@ -83,7 +83,11 @@ func (s *Store) Apply(b *Batch) error {
 		q := s.newIDBatch(byBucket[bk])
 		groups = append(groups, markGroup{q: q, list: q.uniq, b: bk})
 	}
-	return s.writeGroups(groups, b.meta, now, s.wo)
+	wo := s.wo
+	if !wo.Sync {
+		wo = syncSoon // a processor's per-transaction write: see syncSoon
+	}
+	return s.writeGroups(groups, b.meta, now, wo)
 }
 
 // Meta returns a copy of the metadata value last written for key by Apply.

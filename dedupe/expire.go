@@ -112,8 +112,8 @@ func (s *Store) expire(ctx context.Context) (ExpireStats, error) {
 			continue
 		}
 		// Expiry deletes need no fsync: if lost they are redone next run.
-		if err := batch.Commit(pebble.NoSync); err != nil {
-			return st, readErr(s.dir, err)
+		if err := s.commit(batch, syncSoon); err != nil {
+			return st, err
 		}
 		batch.Reset()
 		if err := s.interrupted(ctx); err != nil {
@@ -129,8 +129,8 @@ func (s *Store) expire(ctx context.Context) (ExpireStats, error) {
 	// The WAL is ordered, so the range delete cannot survive a crash that
 	// loses the point deletes before it.
 	_ = batch.DeleteRange(lo, hi, nil)
-	if err := batch.Commit(pebble.NoSync); err != nil {
-		return st, readErr(s.dir, err)
+	if err := s.commit(batch, syncSoon); err != nil {
+		return st, err
 	}
 	return st, nil
 }

@@ -116,8 +116,8 @@ func (s *Store) writeIndex(g *stageGen, w uint64) error {
 		_ = batch.Set(key, nil, nil)
 	}
 	_ = batch.Set(indexedKey, binary.BigEndian.AppendUint64(key[:0], w), nil)
-	if err := batch.Commit(pebble.NoSync); err != nil {
-		return readErr(s.dir, err)
+	if err := s.commit(batch, syncSoon); err != nil {
+		return err
 	}
 	return nil
 }

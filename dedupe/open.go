@@ -14,6 +14,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/onceflow/onceflow/internal/diskguard"
 )
 
 // The format marker is written, synced, when a store is created and is
@@ -52,19 +54,32 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dedupe: inspect %q: %w", dir, err)
 	}
+	guard := diskguard.Wrap(o.FS)
 	po := pebbleOptions(&o)
+	po.FS = guard
 	// Pebble's own checks back ours up: a directory we consider fresh must
 	// not already hold a database, and an existing one must.
 	po.ErrorIfExists = fresh
 	po.ErrorIfNotExists = !fresh
-	db, err := pebble.Open(dir, po)
+	var db *pebble.DB
+	err = guarded(guard, func() (err error) {
+		db, err = pebble.Open(dir, po)
+		return err
+	})
 	if err != nil {
-		if !fresh && !isEnvError(err) {
+		// A failed write says the disk refuses writes (read-only, full,
+		// failing), not that the store is corrupt: deleting it would
+		// forget every mark.
+		if !fresh && guard.Err() == nil && !isEnvError(err) {
 			return nil, &CorruptError{Dir: dir, Reason: "cannot open database", Err: err}
 		}
 		return nil, fmt.Errorf("dedupe: open %q: %w", dir, err)
 	}
-	v1, err := checkFormat(db, dir, fresh, o.Logger)
+	var v1 bool
+	err = guarded(guard, func() (err error) {
+		v1, err = checkFormat(db, dir, fresh, o.Logger)
+		return err
+	})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -73,19 +88,24 @@ func Open(dir string, opts *Options) (*Store, error) {
 		opts:     o,
 		dir:      dir,
 		db:       db,
+		guard:    guard,
 		log:      o.Logger,
 		win:      window{ttl: o.TTL, width: o.BucketWidth},
 		seed:     maphash.MakeSeed(),
 		expireCh: make(chan struct{}, 1),
 	}
-	run, err := nextRun(db)
+	var run uint64
+	err = guarded(guard, func() (err error) {
+		run, err = nextRun(db)
+		return err
+	})
 	if err != nil {
 		_ = db.Close()
 		return nil, readErr(dir, err)
 	}
 	s.seq.Store(run << seqRunShift)
 	if v1 {
-		if err := upgradeV1(db, run); err != nil {
+		if err := guarded(guard, func() error { return upgradeV1(db, run) }); err != nil {
 			_ = db.Close()
 			return nil, readErr(dir, err)
 		}
@@ -139,8 +159,8 @@ func isFresh(fs vfs.FS, dir string) (bool, error) {
 // failure to open an existing store (missing MANIFEST or sstables, size or
 // checksum mismatches, a foreign comparer) means it cannot be trusted.
 func isEnvError(err error) bool {
-	for _, e := range []error{os.ErrPermission, syscall.EAGAIN, syscall.EACCES,
-		syscall.EMFILE, syscall.ENFILE, syscall.ENOSPC, syscall.EIO} {
+	for _, e := range []error{os.ErrPermission, syscall.EAGAIN, syscall.EACCES, syscall.EROFS,
+		syscall.EMFILE, syscall.ENFILE, syscall.ENOSPC, syscall.EDQUOT, syscall.EIO} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -239,7 +259,7 @@ func readErr(dir string, err error) error {
 	if pebble.IsCorruptionError(err) {
 		return &CorruptError{Dir: dir, Reason: "read failed", Err: err}
 	}
-	return fmt.Errorf("dedupe: read: %w", err)
+	return fmt.Errorf("dedupe: reading %q: %w", dir, err)
 }
 
 func pebbleOptions(o *Options) *pebble.Options {

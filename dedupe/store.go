@@ -3,6 +3,7 @@ package dedupe
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/onceflow/onceflow/internal/diskguard"
 )
 
 // numStripes is the number of Claim locks. Claims of different IDs rarely
@@ -26,9 +29,19 @@ type Store struct {
 	opts Options
 	dir  string
 	db   *pebble.DB
-	wo   *pebble.WriteOptions
-	log  *slog.Logger
-	win  window
+	// guard holds the first failed write of the store's files, after
+	// which the store takes no more writes (see commit).
+	guard *diskguard.FS
+	// writeMu makes the guard's check and the commit after it one step:
+	// Pebble's fatal paths are met by the commit after a failed write,
+	// never by one that checked first. Fsyncs are waited for outside it.
+	writeMu sync.Mutex
+	// pending is the sync request of the last syncSoon commit, not yet
+	// waited for (under writeMu).
+	pending *pebble.Batch
+	wo      *pebble.WriteOptions
+	log     *slog.Logger
+	win     window
 
 	// closeMu guards closed; every operation holds it shared so Close
 	// waits for in-flight calls before closing pebble.
@@ -83,6 +96,9 @@ func (s *Store) Close() error {
 		// The marks are in the log; the next Open indexes them.
 		s.log.Warn("dedupe: indexing staged marks at close failed", "dir", s.dir, "err", err)
 	}
+	s.writeMu.Lock()
+	_ = s.waitPending() // its batch must not outlive the database; a failure is the guard's
+	s.writeMu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return readErr(s.dir, err)
 	}
@@ -260,6 +276,9 @@ type markGroup struct {
 // expiry has moved past is written in the floor. wo is s.wo unless the
 // caller needs an fsync regardless.
 func (s *Store) writeGroups(groups []markGroup, meta [][2][]byte, now time.Time, wo *pebble.WriteOptions) error {
+	if err := s.guard.Err(); err != nil {
+		return writeErr(s.dir, err) // and do not wait for room that failed index rounds never make
+	}
 	s.stage.waitRoom()
 	s.gate.RLock()
 	defer s.gate.RUnlock()
@@ -302,8 +321,8 @@ func (s *Store) writeGroups(groups []markGroup, meta [][2][]byte, now time.Time,
 	for _, kv := range meta {
 		_ = batch.Set(kv[0], kv[1], nil)
 	}
-	if err := batch.Commit(wo); err != nil {
-		return readErr(s.dir, err)
+	if err := s.commit(batch, wo); err != nil {
+		return err
 	}
 	for _, g := range groups {
 		if len(g.list) > 0 {
@@ -358,8 +377,115 @@ func (s *Store) Forget(ids ...[]byte) error {
 	if batch.Empty() {
 		return nil
 	}
-	if err := batch.Commit(s.wo); err != nil {
-		return readErr(s.dir, err)
+	return s.commit(batch, s.wo)
+}
+
+// commit writes batch, unless a write of the store already failed, and
+// returns the error of a failed write naming the directory. Pebble cannot
+// go on after a failed write of its log (it panics, or worse, in the
+// commit that meets it); the guard sees the failure first (see
+// diskguard), and a panic that still comes is taken back here. A syncing
+// commit waits for its fsync after leaving writeMu, so that concurrent
+// syncing writers still share fsyncs.
+func (s *Store) commit(batch *pebble.Batch, wo *pebble.WriteOptions) error {
+	if err := s.commitLocked(batch, wo); err != nil {
+		return writeErr(s.dir, err)
+	}
+	if wo.Sync {
+		if err := batch.SyncWait(); err != nil {
+			if g := s.guard.Err(); g != nil {
+				err = g
+			}
+			return writeErr(s.dir, err)
+		}
 	}
 	return nil
+}
+
+// syncSoon is the WriteOptions of writes that need no fsync but must not
+// leave their log data unwritten: Pebble writes the log of unsynced
+// batches only as its blocks fill, so a disk that failed meanwhile would
+// be met first by the log rotation of a later commit, which Pebble cannot
+// survive (it ends the process). A syncSoon commit requests a sync after
+// the batch and returns; the next syncSoon commit waits for it (long
+// done at a processor's pace), so that a failure stops the writes before
+// a rotation meets it. Plain unsynced writes (Claim, Mark) stay
+// unsynced: they are too many to sync each.
+var syncSoon = &pebble.WriteOptions{}
+
+func (s *Store) commitLocked(batch *pebble.Batch, wo *pebble.WriteOptions) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return guarded(s.guard, func() error {
+		switch wo {
+		case syncSoon:
+			if err := s.waitPending(); err != nil {
+				return err
+			}
+			if err := batch.Commit(pebble.NoSync); err != nil {
+				return err
+			}
+			return s.requestSync()
+		}
+		if wo.Sync {
+			return s.db.ApplyNoSyncWait(batch, wo)
+		}
+		return batch.Commit(wo)
+	})
+}
+
+// requestSync asks Pebble to write and sync its log in the background,
+// through a batch of its own that holds nothing but a log record: the
+// caller's batch stays the caller's. The caller holds writeMu.
+func (s *Store) requestSync() error {
+	b := s.db.NewBatch()
+	_ = b.LogData(nil, nil)
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		_ = b.Close()
+		return err
+	}
+	s.pending = b
+	return nil
+}
+
+// waitPending waits for the last requested sync. The caller holds
+// writeMu.
+func (s *Store) waitPending() error {
+	b := s.pending
+	if b == nil {
+		return nil
+	}
+	s.pending = nil
+	err := b.SyncWait()
+	_ = b.Close()
+	return err
+}
+
+// guarded runs write unless a write already failed, and turns Pebble's
+// panic on a failed write into the error that caused it.
+func guarded(guard *diskguard.FS, write func() error) (err error) {
+	if err := guard.Err(); err != nil {
+		return err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if err = guard.Err(); err == nil {
+				err = fmt.Errorf("pebble: %v", r)
+			}
+		}
+	}()
+	if err := write(); err != nil {
+		// The guard's error names the file and the operation; Pebble's
+		// (from a sync it waited for, say) is the bare errno.
+		if g := guard.Err(); g != nil {
+			return g
+		}
+		return err
+	}
+	return nil
+}
+
+// writeErr names the directory in a failed write's error.
+func writeErr(dir string, err error) error {
+	return fmt.Errorf("dedupe: writing to %q: %w", dir, err)
 }

@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,11 @@ func Once(ctx context.Context, fn func(ctx context.Context) error) (ran bool, er
 // skipped as a whole). To close both windows, pass EventID(ctx) to the
 // external system as an idempotency key.
 //
+// If the lookup of the effect's mark fails (the store's disk), fn does not
+// run, OnceNamed returns the error, and the record's attempt counts for
+// nothing whatever the handler returns: Run stops with an error wrapping
+// ErrStore (see State).
+//
 // A record without an event ID has nothing to deduplicate on: fn just runs.
 // Once returns ErrNoDedupe if ctx is not a handler's context of a processor
 // with WithDedupe.
@@ -65,7 +71,13 @@ func OnceNamed(ctx context.Context, effect string, fn func(ctx context.Context) 
 	if id == nil {
 		return true, fn(ctx)
 	}
-	return d.tgt.store.Once(ctx, d.tgt.effectKey(effect, id), fn)
+	ran, err = d.tgt.store.Once(ctx, d.tgt.effectKey(effect, id), fn)
+	if err != nil && !ran && ctx.Err() == nil && !errors.Is(err, dedupe.ErrIDTooLong) && !errors.Is(err, dedupe.ErrEmptyID) {
+		// The lookup of the effect's mark failed: the record must not
+		// commit as if its effect had run (or need not).
+		return false, it.storeFailed(storeError("looking up an effect mark", err))
+	}
+	return ran, err
 }
 
 // dedupeKeyspace is the dedupe marks as a keyspace (see keyspace): the
@@ -96,7 +108,7 @@ func (k *dedupeKeyspace) planned(*transaction, map[tp]*partition, map[tp]commitP
 func (k *dedupeKeyspace) apply(t *transaction, parts map[tp]*partition) error {
 	return applyCommitted[*partDedupe](t, k.ids, parts, &dedupe.Batch{}, func(b *dedupe.Batch) error {
 		if err := k.store.Apply(b); err != nil {
-			return fmt.Errorf("processor: applying committed event IDs: %w", err)
+			return storeError("applying committed event IDs", err) // see stateKeyspace.apply
 		}
 		return nil
 	})
@@ -161,7 +173,7 @@ func (d *partDedupe) screen(its []*item) error {
 	}
 	seen, err := d.tgt.store.SeenBatch(keys)
 	if err != nil {
-		return fmt.Errorf("processor: looking up event IDs of %s/%d: %w", d.tgt.topic, d.tgt.partition, err)
+		return storeError(fmt.Sprintf("looking up event IDs of %s/%d", d.tgt.topic, d.tgt.partition), err)
 	}
 	for i, it := range ask {
 		x := it.x // set above
@@ -289,7 +301,7 @@ func (t *dedupeTarget) Checkpoint() ([16]byte, int64, bool, error) {
 	var id [16]byte
 	v, ok, err := t.store.Meta(t.cpKey())
 	if err != nil || !ok {
-		return id, 0, false, err
+		return id, 0, false, storeError("reading the dedupe checkpoint", err)
 	}
 	if len(v) != 29 {
 		return id, 0, false, fmt.Errorf("processor: dedupe checkpoint of %s/%d has %d bytes", t.topic, t.partition, len(v))
@@ -303,7 +315,7 @@ func (t *dedupeTarget) Reset() error {
 	t.setEpoch(t.epoch + 1)
 	var b dedupe.Batch
 	b.SetMeta(t.cpKey(), encodeCheckpoint([16]byte{}, 0, t.epoch, false))
-	return t.store.Apply(&b)
+	return storeError("resetting event IDs", t.store.Apply(&b))
 }
 
 // Apply replays changelog marks at their own times; records that are not
@@ -317,5 +329,5 @@ func (t *dedupeTarget) Apply(recs []*kgo.Record, topicID [16]byte, next int64) e
 		b.Mark(t.markKey(r.Key), time.Unix(0, int64(binary.BigEndian.Uint64(r.Value))))
 	}
 	b.SetMeta(t.cpKey(), encodeCheckpoint(topicID, next, t.epoch, true))
-	return t.store.Apply(&b)
+	return storeError("restoring event IDs", t.store.Apply(&b))
 }

@@ -65,6 +65,16 @@ var (
 	// ErrAlreadyRun is returned by a second call to Run.
 	ErrAlreadyRun = errors.New("processor: Run called twice")
 
+	// ErrStore is wrapped by Run's error when the state store
+	// (WithStateStore) or the dedupe store (WithDedupe) failed: it could
+	// not be opened (a read-only or full disk, say), a read failed, or
+	// writing a committed transaction to it failed. The error names the
+	// directory and the operation. Nothing the failed operation decided
+	// was committed, and the store is never ahead of its changelog: a
+	// restart on a healthy disk (the same directory, or an empty one)
+	// restores it and goes on.
+	ErrStore = errors.New("processor: local store failed")
+
 	// ErrNoDedupe is returned by Once and OnceNamed when ctx is not the
 	// context of a handler of a processor with WithDedupe.
 	ErrNoDedupe = errors.New("processor: Once needs the handler's context of a processor with WithDedupe")
@@ -83,6 +93,15 @@ func Permanent(err error) error {
 		return nil
 	}
 	return &PermanentError{Err: err}
+}
+
+// storeError is Run's error for a failed operation of a local store
+// (ErrStore); err names the directory.
+func storeError(op string, err error) error {
+	if err == nil || errors.Is(err, ErrStore) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %w", ErrStore, op, err)
 }
 
 func invalid(format string, args ...any) error {

@@ -67,6 +67,15 @@ func (d *handlers) attempt(wctx context.Context, it *item) (time.Duration, bool)
 	} else {
 		err = callHandler(cfg.handler, ctx, it.rec, (*emitter)(it))
 	}
+	if x := it.x; x != nil && x.storeErr != nil {
+		// A read of the store failed: a value the handler may have taken
+		// for absent must not commit, nor be dead-lettered as the
+		// record's fault, nor retried in a loop against a failing disk.
+		// The loop stops Run with it at admission (tryAdmit).
+		it.resetAttempt()
+		d.finish(it, "", nil)
+		return 0, false
+	}
 	if err == nil {
 		err = d.checkOutputs(it)
 	}

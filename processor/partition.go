@@ -55,9 +55,13 @@ type itemExtra struct {
 	// Session-owned.
 	firstFailure time.Time
 	failure      error // what dead-lettered it, for Run's error without a dead-letter topic
-	writes       []stateWrite
-	span         trace.Span // the handle span, from the first attempt on (tracing only)
-	spanCtx      context.Context
+	// storeErr is a failed read of a local store in the current attempt
+	// (storeFailed): whatever the handler made of it, the attempt counts
+	// for nothing and Run stops with it.
+	storeErr error
+	writes   []stateWrite
+	span     trace.Span // the handle span, from the first attempt on (tracing only)
+	spanCtx  context.Context
 
 	// Set by the loop before dispatch (screen); eventID is read by the
 	// handler too, through its context. A duplicate, or a record that
@@ -74,6 +78,15 @@ func (it *item) extra() *itemExtra {
 		it.x = new(itemExtra)
 	}
 	return it.x
+}
+
+// storeFailed records a failed read of a local store in the current
+// attempt and returns err.
+func (it *item) storeFailed(err error) error {
+	if x := it.extra(); x.storeErr == nil {
+		x.storeErr = err
+	}
+	return err
 }
 
 // writes returns the state writes of the current attempt.

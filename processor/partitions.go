@@ -289,6 +289,10 @@ func (ps *partitions) admit(t *transaction, p *partition, it *item, now time.Tim
 // tryAdmit marks it finished and produces its records, unless the commit
 // metadata would then outgrow the broker's limit: such an item waits.
 func (ps *partitions) tryAdmit(t *transaction, p *partition, it *item, now time.Time) (bool, error) {
+	if it.x != nil && it.x.storeErr != nil {
+		r := it.rec
+		return false, fmt.Errorf("processor: record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, it.x.storeErr)
+	}
 	if it.dlq != nil && ps.cfg.dlq == "" {
 		return false, noDLQError(it)
 	}

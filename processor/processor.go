@@ -90,7 +90,8 @@ func (p *Processor) LeaveOnStop(leave bool) { p.leaveOnStop.Store(leave) }
 // the same drain and commit, where the commit can still succeed), and
 // other errors only when going on would lose or duplicate records
 // (corrupt commit metadata, a record that needs a dead-letter topic when
-// none is set, see ErrNoDLQ and ErrHandlerPanic). Transient failures
+// none is set, see ErrNoDLQ and ErrHandlerPanic, a state or dedupe store
+// that failed, see ErrStore). Transient failures
 // (aborted transactions, fenced or timed-out clients, commits of unknown
 // outcome) are recovered inside Run.
 func (p *Processor) Run(ctx context.Context) error {

@@ -55,12 +55,12 @@ func (r *runCall) open(ctx context.Context) error {
 	r.changelogIDs = ids
 	if r.cfg.stateDir != "" {
 		if r.store, err = statestore.Open(r.cfg.stateDir, r.cfg.stateOpts); err != nil {
-			return err
+			return storeError("opening the state store", err)
 		}
 	}
 	if r.cfg.dedupeSet {
 		if r.marks, err = dedupe.Open(r.cfg.dedupeDir, storeOptions(*r.dedupeOpts)); err != nil {
-			return fmt.Errorf("processor: opening the dedupe store: %w", err)
+			return storeError("opening the dedupe store", err)
 		}
 	}
 	return nil

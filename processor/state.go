@@ -3,7 +3,6 @@ package processor
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,6 +23,12 @@ import (
 // sees the writes of the records before it in its session. Writes become
 // durable only if the record's transaction commits; after an abort the
 // record runs again and sees the state as it was.
+//
+// A read that fails (the store's disk) returns its error, and the
+// record's attempt then counts for nothing whatever the handler returns:
+// the record is neither committed (a value taken for absent would be
+// wrong) nor dead-lettered (the disk is at fault, not the record), and
+// Run stops with an error wrapping ErrStore.
 type State interface {
 	Get(key []byte) (value []byte, ok bool, err error)
 	Set(key, value []byte)
@@ -80,7 +85,11 @@ func (s *recordState) Get(key []byte) ([]byte, bool, error) {
 	if ok {
 		return w.Value, !w.Delete, nil
 	}
-	return ps.store.Get(ps.p, key)
+	v, ok, err := ps.store.Get(ps.p, key)
+	if err != nil {
+		return nil, false, it.storeFailed(storeError("reading session state", err))
+	}
+	return v, ok, nil
 }
 
 func (s *recordState) Set(key, value []byte) {
@@ -101,7 +110,7 @@ func (s *recordState) Scan(prefix []byte, fn func(key, value []byte) bool) error
 		merged[string(k)] = stateWrite{Write: statestore.Write{Key: bytes.Clone(k), Value: bytes.Clone(v)}}
 		return true
 	}); err != nil {
-		return err
+		return it.storeFailed(storeError("scanning session state", err))
 	}
 	ps.mu.Lock()
 	for k, w := range ps.over {
@@ -261,7 +270,10 @@ func (k *stateKeyspace) planned(*transaction, map[tp]*partition, map[tp]commitPl
 func (k *stateKeyspace) apply(t *transaction, parts map[tp]*partition) error {
 	return applyCommitted[*partState](t, k.ids, parts, k.store.NewBatch(), func(b *statestore.Batch) error {
 		if err := b.Commit(); err != nil {
-			return fmt.Errorf("processor: applying committed state: %w", err)
+			// The transaction stays committed and the store behind it,
+			// its checkpoint unmoved: Run stops, and the restart's
+			// restore replays the transaction from the changelog.
+			return storeError("applying committed state", err)
 		}
 		return nil
 	})
@@ -287,13 +299,13 @@ type restoreTarget struct {
 
 func (t restoreTarget) Checkpoint() ([16]byte, int64, bool, error) {
 	c, ok, err := t.s.Checkpoint(t.p)
-	return c.TopicID, c.Next, ok, err
+	return c.TopicID, c.Next, ok, storeError("reading the state checkpoint", err)
 }
 
 func (t restoreTarget) Reset() error {
 	b := t.s.NewBatch()
 	b.Reset(t.p)
-	return b.Commit()
+	return storeError("resetting state", b.Commit())
 }
 
 func (t restoreTarget) Apply(recs []*kgo.Record, topicID [16]byte, next int64) error {
@@ -302,7 +314,7 @@ func (t restoreTarget) Apply(recs []*kgo.Record, topicID [16]byte, next int64) e
 		b.Write(t.p, statestore.Write{Key: r.Key, Value: r.Value, Delete: r.Value == nil})
 	}
 	b.SetCheckpoint(t.p, statestore.Checkpoint{TopicID: topicID, Next: next})
-	return b.Commit()
+	return storeError("restoring state", b.Commit())
 }
 
 // hookedTarget calls a test hook after each applied batch.

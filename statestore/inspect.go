@@ -53,7 +53,7 @@ func Inspect(dir string, opts *Options) (format string, parts []Summary, err err
 		}
 		return "", nil, fmt.Errorf("statestore: no store in %s: %w", dir, err)
 	}
-	po := &pebble.Options{FS: o.FS, ReadOnly: true, ErrorIfNotExists: true, Logger: pebbleLogger{o.Logger}}
+	po := &pebble.Options{FS: o.FS, ReadOnly: true, ErrorIfNotExists: true, Logger: pebbleLogger{o.Logger, dir}}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		// Another process holds the directory's lock (flock: EAGAIN),

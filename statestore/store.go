@@ -6,10 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+
+	"github.com/onceflow/onceflow/internal/diskguard"
 )
 
 // Key layout. Data: 'd' | ns | user key. Checkpoint: 'c' | ns. The
@@ -73,8 +79,17 @@ type Write struct {
 // it, say.
 type Store struct {
 	db     *pebble.DB
+	dir    string
+	guard  *diskguard.FS // the first failed write, which stops all writes
 	sync   *pebble.WriteOptions
 	closed atomic.Bool
+	// writeMu makes the guard's check and the commit after it one step:
+	// Pebble's fatal paths are met by the commit after a failed write,
+	// never by one that checked first.
+	writeMu sync.Mutex
+	// pending is the sync requested after the last unsynced batch, not yet
+	// waited for (under writeMu): see Batch.Commit.
+	pending *pebble.Batch
 }
 
 // Open opens or creates the store in dir. A directory that holds files but
@@ -88,46 +103,99 @@ func Open(dir string, opts *Options) (*Store, error) {
 		o = *opts
 	}
 	o.EnsureDefaults()
+	guard := diskguard.Wrap(o.FS)
 	names, err := o.FS.List(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("statestore: %w", err)
+		return nil, fmt.Errorf("statestore: listing %s: %w", dir, err)
 	}
 	fresh := len(names) == 0
 	po := &pebble.Options{
-		FS:               o.FS,
+		FS:               guard,
 		Cache:            pebble.NewCache(o.CacheSize),
 		ErrorIfNotExists: !fresh,
-		Logger:           pebbleLogger{o.Logger},
+		Logger:           pebbleLogger{o.Logger, dir},
 	}
 	defer po.Cache.Unref()
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
-	db, err := pebble.Open(dir, po)
+	s := &Store{dir: dir, guard: guard, sync: pebble.NoSync}
+	if o.Sync {
+		s.sync = pebble.Sync
+	}
+	err = s.guarded(func() (err error) {
+		s.db, err = pebble.Open(dir, po)
+		return err
+	})
 	if err != nil {
-		if !fresh {
+		// A disk that refuses writes (read-only, full, failing) says
+		// nothing about the store's contents: calling it corrupt would
+		// tell the operator to delete a good store.
+		if !fresh && guard.Err() == nil && !isEnvError(err) {
 			return nil, fmt.Errorf("%w: opening %s: %v", ErrCorrupt, dir, err)
 		}
 		return nil, fmt.Errorf("statestore: opening %s: %w", dir, err)
 	}
-	s := &Store{db: db, sync: pebble.NoSync}
-	if o.Sync {
-		s.sync = pebble.Sync
-	}
 	if err := s.checkFormat(fresh); err != nil {
-		_ = db.Close()
+		_ = s.db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// guarded runs write, a Pebble call that may write, unless a write of the
+// store already failed, and turns Pebble's panic on a failed write (see
+// diskguard) into the error that caused it.
+func (s *Store) guarded(write func() error) (err error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.guard.Err(); err != nil {
+		return err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if err = s.guard.Err(); err == nil {
+				err = fmt.Errorf("pebble: %v", r)
+			}
+		}
+	}()
+	if err := write(); err != nil {
+		// The guard's error names the file and the operation; Pebble's
+		// (from a sync it waited for, say) is the bare errno.
+		if g := s.guard.Err(); g != nil {
+			return g
+		}
+		return err
+	}
+	return nil
+}
+
+// isEnvError reports errors of the environment, not of the store's
+// contents: permissions, a read-only or full disk, I/O errors, a lock
+// held, resource limits.
+func isEnvError(err error) bool {
+	for _, e := range []error{os.ErrPermission, syscall.EROFS, syscall.ENOSPC, syscall.EDQUOT, syscall.EIO,
+		syscall.EAGAIN, syscall.EACCES, syscall.EMFILE, syscall.ENFILE} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	// Pebble's in-process double-open check has no sentinel.
+	return strings.Contains(err.Error(), "lock held by current process")
 }
 
 func (s *Store) checkFormat(fresh bool) error {
 	v, closer, err := s.db.Get([]byte(formatKey))
 	switch {
 	case errors.Is(err, pebble.ErrNotFound) && fresh:
-		return s.db.Set([]byte(formatKey), []byte(formatValue), pebble.Sync)
+		if err := s.guarded(func() error { return s.db.Set([]byte(formatKey), []byte(formatValue), pebble.Sync) }); err != nil {
+			return fmt.Errorf("statestore: writing the format marker to %s: %w", s.dir, err)
+		}
+		return nil
 	case errors.Is(err, pebble.ErrNotFound):
 		return corrupt("format marker missing")
+	case err != nil && !pebble.IsCorruptionError(err):
+		return fmt.Errorf("statestore: reading the format marker in %s: %w", s.dir, err)
 	case err != nil:
 		return fmt.Errorf("%w: reading format marker: %v", ErrCorrupt, err)
 	}
@@ -143,6 +211,9 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return ErrClosed
 	}
+	s.writeMu.Lock()
+	_ = s.waitPending() // its batch must not outlive the database; a failure is the guard's
+	s.writeMu.Unlock()
 	return s.db.Close()
 }
 
@@ -156,7 +227,7 @@ func (s *Store) Get(p Partition, key []byte) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, s.readErr("reading", err)
 	}
 	defer closer.Close()
 	return bytes.Clone(v), true, nil
@@ -171,20 +242,25 @@ func (s *Store) Scan(p Partition, prefix []byte, fn func(key, value []byte) bool
 	lo, hi := p.dataRange(prefix)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return err
+		return s.readErr("scanning", err)
 	}
 	nsLen := len(lo) - len(prefix)
 	for valid := it.First(); valid; valid = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
-			return err
+			return s.readErr("scanning", err)
 		}
 		if !fn(it.Key()[nsLen:], v) {
 			break
 		}
 	}
-	return it.Close()
+	// A read that failed ends the iteration early, and only Close (or
+	// Error) tells: unchecked, a failed scan would look like a short one.
+	if err := it.Close(); err != nil {
+		return s.readErr("scanning", err)
+	}
+	return nil
 }
 
 // Checkpoint returns how far the partition's changelog has been applied.
@@ -197,7 +273,7 @@ func (s *Store) Checkpoint(p Partition) (Checkpoint, bool, error) {
 		return Checkpoint{}, false, nil
 	}
 	if err != nil {
-		return Checkpoint{}, false, err
+		return Checkpoint{}, false, s.readErr("reading the checkpoint of "+p.Topic+"/"+strconv.Itoa(int(p.Partition))+" in", err)
 	}
 	defer closer.Close()
 	c, err := decodeCheckpoint(v)
@@ -265,23 +341,96 @@ func (b *Batch) Reset(p Partition) {
 }
 
 // Commit applies the batch atomically. A batch is committed once.
+//
+// After a write of the store failed (a full, read-only or failing disk),
+// Commit and every later one return an error naming the directory and
+// the failed write, and the store takes no more writes: Pebble cannot go
+// on after a failed write of its log, and its data on disk is left as it
+// was before the failure, which a restart recovers.
 func (b *Batch) Commit() error {
-	defer b.b.Close()
-	if b.s.closed.Load() {
+	s := b.s
+	if s.closed.Load() {
+		b.b.Close()
 		return ErrClosed
 	}
-	return b.b.Commit(b.s.sync)
+	var started, finished bool
+	err := s.guarded(func() error {
+		// Without Sync, Pebble writes the log only as its blocks fill,
+		// so a disk that failed meanwhile would be met first by the log
+		// rotation of a later commit, which Pebble cannot survive (it
+		// ends the process). So each batch requests a sync without
+		// waiting for it, and the next batch waits for that one (long
+		// done at a processor's pace): a failure stops the writes
+		// before a rotation meets it.
+		if err := s.waitPending(); err != nil {
+			return err
+		}
+		started = true
+		err := b.b.Commit(s.sync)
+		finished = true
+		if err != nil || s.sync.Sync {
+			return err
+		}
+		return s.requestSync()
+	})
+	if !started || finished { // a batch whose commit panicked may still be Pebble's
+		b.b.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("statestore: writing a batch to %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// requestSync asks Pebble to write and sync its log in the background,
+// through a batch that holds nothing but a log record. The caller holds
+// writeMu.
+func (s *Store) requestSync() error {
+	b := s.db.NewBatch()
+	_ = b.LogData(nil, nil)
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		_ = b.Close()
+		return err
+	}
+	s.pending = b
+	return nil
+}
+
+// waitPending waits for the last requested sync. The caller holds
+// writeMu.
+func (s *Store) waitPending() error {
+	b := s.pending
+	if b == nil {
+		return nil
+	}
+	s.pending = nil
+	err := b.SyncWait()
+	_ = b.Close()
+	return err
+}
+
+// readErr names the directory and the read in a failed read's error.
+func (s *Store) readErr(op string, err error) error {
+	if pebble.IsCorruptionError(err) {
+		return fmt.Errorf("%w: %s %s: %v", ErrCorrupt, op, s.dir, err)
+	}
+	return fmt.Errorf("statestore: %s %s: %w", op, s.dir, err)
 }
 
 type pebbleLogger struct {
-	l interface{ Error(string, ...any) }
+	l   interface{ Error(string, ...any) }
+	dir string
 }
 
 func (pebbleLogger) Infof(string, ...any) {}
 func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
 }
+
+// Fatalf: Pebble must not go on. The panic reaches the commit that met
+// the failure (Batch.Commit turns it into an error) or, in Pebble's
+// background work, ends the process, naming the store.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble", "fatal", true)
-	panic(fmt.Sprintf(format, args...))
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble", "fatal", true, "dir", p.dir)
+	panic(fmt.Sprintf("statestore %s: %s", p.dir, fmt.Sprintf(format, args...)))
 }
