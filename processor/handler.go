@@ -88,6 +88,13 @@ func (d *handlers) attempt(wctx context.Context, it *item) (time.Duration, bool)
 		d.abandon(it) // the loop already dead-lettered it, or we are stopping
 		return 0, false
 	}
+	return d.failed(it, err)
+}
+
+// failed decides what becomes of it after an attempt failed with err:
+// a retry after a delay (true), or a dead letter.
+func (d *handlers) failed(it *item, err error) (time.Duration, bool) {
+	cfg := d.cfg
 	now := cfg.clock.Now()
 	x := it.extra()
 	if x.firstFailure.IsZero() {
