@@ -17,8 +17,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,9 @@ type Config struct {
 	PreKIP890 bool
 	// Within bounds each wait (settling, a phase's outputs). Default 5m.
 	Within time.Duration
+	// IdleProfile, if set, gets a heap profile (pprof) taken when the idle
+	// heap is read: where an idle partition's bytes are.
+	IdleProfile io.Writer
 	// Logf, if set, reports progress.
 	Logf func(format string, args ...any)
 }
@@ -201,6 +206,11 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	// Idle: the heap over a quiet moment, with the commits made in it.
 	res.IdleHeap, res.IdleGoroutines = quietHeap()-heap0, runtime.NumGoroutine()-g0
 	res.IdleCommits = s.count.snapshot().Commits - c.Commits
+	if cfg.IdleProfile != nil {
+		if err := pprof.Lookup("heap").WriteTo(cfg.IdleProfile, 0); err != nil {
+			return res, err
+		}
+	}
 
 	// Touched: input to a few partitions, spread over the range.
 	var wanted int64 = 1 // the warm-up record
@@ -225,6 +235,11 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			return res, err
 		}
 		cfg.Logf("all %d: %d commits", cfg.Partitions, res.All.Counts.Commits)
+	}
+	// One output per input, each committed once: more would be a
+	// duplicate (a count, not a read-back: the real-broker suites verify).
+	if got := s.sum(func(st processor.Stats) int64 { return st.Outputs }); got != wanted {
+		return res, fmt.Errorf("scalesim: %d outputs committed for %d inputs", got, wanted)
 	}
 	return res, nil
 }

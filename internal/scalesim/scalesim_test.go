@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"math"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 var (
 	sweep = flag.String("scalesim.sweep", "", "run the sweep: partitions×instances pairs, e.g. 100x10,1000x10,10000x10,100x100,1000x100,10000x100")
+	prof  = flag.String("scalesim.idleprofile", "", "write the last sweep point's idle heap profile to this file")
 	v39   = flag.Bool("scalesim.v39", true, "sweep on kfake pinned to Kafka 3.9 (AddPartitionsToTxn and AddOffsetsToTxn sent); false: Kafka 4's transaction.version 2")
 )
 
@@ -81,16 +84,29 @@ func TestSweep(t *testing.T) {
 	if *sweep == "" {
 		t.Skip("the sweep runs with -scalesim.sweep")
 	}
+	if *prof != "" {
+		runtime.MemProfileRate = 4096 // fine enough to see a partition's few KiB
+	}
 	var results []Result
-	for _, pair := range strings.Split(*sweep, ",") {
+	pairs := strings.Split(*sweep, ",")
+	for n, pair := range pairs {
 		ps, is, ok := strings.Cut(pair, "x")
 		p, err1 := strconv.Atoi(ps)
 		i, err2 := strconv.Atoi(is)
 		if !ok || err1 != nil || err2 != nil {
 			t.Fatalf("-scalesim.sweep: %q is not partitions x instances", pair)
 		}
+		cfg := Config{Partitions: int32(p), Instances: i, Busy: 2, PreKIP890: *v39, Within: 15 * time.Minute, Logf: t.Logf}
+		if *prof != "" && n == len(pairs)-1 {
+			f, err := os.Create(*prof)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cfg.IdleProfile = f
+		}
 		start := time.Now()
-		res, err := Run(context.Background(), Config{Partitions: int32(p), Instances: i, Busy: 2, PreKIP890: *v39, Within: 15 * time.Minute, Logf: t.Logf})
+		res, err := Run(context.Background(), cfg)
 		if err != nil {
 			t.Fatalf("%d × %d: %v", p, i, err)
 		}
