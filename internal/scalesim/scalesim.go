@@ -40,8 +40,9 @@ type Config struct {
 	// Touched is how many partitions get input in the touched phase
 	// (default 10, at most Partitions), PerTouched records each (default 20).
 	Touched, PerTouched int
-	// Busy is how many records every partition gets in the busy phase,
-	// held in handlers while the heap is read (0: no busy phase).
+	// Busy is how many records every partition gets in the busy phase;
+	// the heap is read when all are taken and every partition's first is
+	// in a handler that waits (0: no busy phase).
 	Busy int
 	// PreKIP890 pins kfake to Kafka 3.9's versions: before KIP-890 part 2
 	// a transaction names its partitions in AddPartitionsToTxn and its
@@ -139,6 +140,7 @@ type sim struct {
 	// gate, when set, holds every handler until it is closed: the busy
 	// phase's records stay in flight while the heap is read.
 	gate atomic.Pointer[chan struct{}]
+	held atomic.Int64 // handlers waiting at the gate
 }
 
 // Run runs one simulated deployment and returns what it counted.
@@ -255,6 +257,8 @@ func (s *sim) newProcessor(i int) (*processor.Processor, error) {
 		processor.WithKgoOpts(kgo.WithHooks(s.count)),
 		processor.WithHandler(func(ctx context.Context, rec *kgo.Record, out processor.Emitter) error {
 			if g := s.gate.Load(); g != nil {
+				s.held.Add(1)
+				defer s.held.Add(-1)
 				select {
 				case <-*g:
 				case <-ctx.Done():
@@ -352,9 +356,12 @@ func (s *sim) phase(ctx context.Context, parts []int32, n int, wanted *int64, he
 	}
 	*wanted += int64(ph.Records)
 	if held != nil {
-		// Every record taken: the partition's first in a handler, the
-		// rest queued behind it in its session.
+		// Every record taken, and every partition's first in a handler
+		// (one session per partition: the rest wait behind it).
 		err := s.await(ctx, "records in flight", consumed0+int64(ph.Records), func(st processor.Stats) int64 { return st.Consumed })
+		if err == nil {
+			err = s.waitFor(ctx, "handlers running", int64(len(parts)), s.held.Load)
+		}
 		if err != nil {
 			close(gate)
 			return ph, err
@@ -379,9 +386,13 @@ func (s *sim) sum(f func(processor.Stats) int64) int64 {
 }
 
 func (s *sim) await(ctx context.Context, what string, want int64, f func(processor.Stats) int64) error {
+	return s.waitFor(ctx, what, want, func() int64 { return s.sum(f) })
+}
+
+func (s *sim) waitFor(ctx context.Context, what string, want int64, count func() int64) error {
 	deadline := time.Now().Add(s.cfg.Within)
 	for {
-		got := s.sum(f)
+		got := count()
 		if got >= want {
 			return nil
 		}
