@@ -66,6 +66,20 @@ func phaseTotal(phase func(Result) Phase, what int) func(Result) float64 {
 	}
 }
 
+// idleRate is the idle requests (or response bytes) of one kind (-1: all)
+// per instance per second.
+func idleRate(key int16, bytes bool) func(Result) float64 {
+	return func(r Result) float64 {
+		var n int64
+		for k, t := range r.Idle.ByKey {
+			if key < 0 || k == key {
+				n += map[bool]int64{false: t.Requests, true: t.Read}[bytes]
+			}
+		}
+		return float64(n) / float64(r.Config.Instances) / r.Config.IdleFor.Seconds()
+	}
+}
+
 // groupColumns: the group and memory table.
 func groupColumns(results []Result) []column {
 	return append(slices.Clip(groupFixed),
@@ -85,7 +99,10 @@ var groupFixed = []column{
 	{"busy goroutines / partition", func(r Result) float64 { return r.PerPartition(int64(r.BusyGoroutines)) }, "%.2f"},
 	{"idle heap total (MiB)", func(r Result) float64 { return float64(r.IdleHeap) / (1 << 20) }, "%.1f"},
 	{"idle goroutines / instance", func(r Result) float64 { return float64(r.IdleGoroutines) / float64(r.Config.Instances) }, "%.1f"},
-	{"idle commits", func(r Result) float64 { return float64(r.IdleCommits) }, "%.0f"},
+	{"idle commits", func(r Result) float64 { return float64(r.Idle.Commits) }, "%.0f"},
+	{"idle requests / instance / s", idleRate(-1, false), "%.1f"},
+	{"idle bytes in / instance / s", idleRate(-1, true), "%.0f"},
+	{"idle Metadata bytes in / instance / s", idleRate(int16(kmsg.Metadata), true), "%.0f"},
 }
 
 // commitColumns: a phase's per-commit table.

@@ -51,6 +51,11 @@ type Config struct {
 	PreKIP890 bool
 	// Within bounds each wait (settling, a phase's outputs). Default 5m.
 	Within time.Duration
+	// IdleFor is how long the idle heap is watched (its least reading
+	// counts) and the idle traffic counted; default 1.5s. The processors'
+	// topic watch asks for the job's topics' metadata every 10s: 11s
+	// sees one round of it.
+	IdleFor time.Duration
 	// IdleProfile, if set, gets a heap profile (pprof) taken when the idle
 	// heap is read: where an idle partition's bytes are.
 	IdleProfile io.Writer
@@ -93,11 +98,12 @@ type Result struct {
 	// busy, its copy of the input records: an upper bound on onceflow's.
 	IdleHeap, BusyHeap             int64
 	IdleGoroutines, BusyGoroutines int
-	// IdleCommits are the transactions committed while the idle heap was read
-	// (1.5s after settling) (none is right: nothing finished, nothing to commit).
-	IdleCommits int64
-	Touched     Phase // input to Config.Touched partitions
-	All         Phase // input to every partition (the busy phase)
+	// Idle is what all instances sent over Config.IdleFor after settling,
+	// with no input: no commit is right (nothing finished, nothing to
+	// commit); fetches, heartbeats and metadata are the standing cost.
+	Idle    Counts
+	Touched Phase // input to Config.Touched partitions
+	All     Phase // input to every partition (the busy phase)
 }
 
 // PerPartition divides by the partitions assigned.
@@ -116,6 +122,9 @@ func (c *Config) defaults() error {
 	c.Touched = min(c.Touched, int(c.Partitions))
 	if c.PerTouched == 0 {
 		c.PerTouched = 20
+	}
+	if c.IdleFor == 0 {
+		c.IdleFor = 1500 * time.Millisecond
 	}
 	if c.Within == 0 {
 		c.Within = 5 * time.Minute
@@ -171,7 +180,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, fmt.Errorf("scalesim: feeder: %w", err)
 	}
 	s.count.watch(s.fake)
-	heap0, g0 := quietHeap(), runtime.NumGoroutine()
+	heap0, g0 := quietHeap(1500*time.Millisecond), runtime.NumGoroutine()
 
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, cfg.Instances)
@@ -205,9 +214,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	res.SyncGroups = c.ByKey[int16(kmsg.SyncGroup)].Requests
 	cfg.Logf("settled: %d partitions over %d instances in %v, generation %d", cfg.Partitions, cfg.Instances, res.Settle.Round(time.Millisecond), res.Generation)
 
-	// Idle: the heap over a quiet moment, with the commits made in it.
-	res.IdleHeap, res.IdleGoroutines = quietHeap()-heap0, runtime.NumGoroutine()-g0
-	res.IdleCommits = s.count.snapshot().Commits - c.Commits
+	// Idle: the heap over a quiet while, and what was sent meanwhile.
+	res.IdleHeap, res.IdleGoroutines = quietHeap(cfg.IdleFor)-heap0, runtime.NumGoroutine()-g0
+	res.Idle = s.count.snapshot().Sub(c)
 	if cfg.IdleProfile != nil {
 		if err := pprof.Lookup("heap").WriteTo(cfg.IdleProfile, 0); err != nil {
 			return res, err
@@ -231,7 +240,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			all[p] = int32(p)
 		}
 		busy := func() {
-			res.BusyHeap, res.BusyGoroutines = quietHeap()-heap0, runtime.NumGoroutine()-g0
+			res.BusyHeap, res.BusyGoroutines = quietHeap(1500*time.Millisecond)-heap0, runtime.NumGoroutine()-g0
 		}
 		if res.All, err = s.phase(ctx, all, cfg.Busy, &wanted, busy); err != nil {
 			return res, err
@@ -407,12 +416,13 @@ func (s *sim) waitFor(ctx context.Context, what string, want int64, count func()
 	}
 }
 
-// quietHeap is the least of a few readings of liveHeap over 1.5s: a
+// quietHeap is the least of readings of liveHeap every 500ms over d: a
 // client holds a few MiB of buffers for a moment after a produce (seen:
-// 9 MiB, gone a second later), which is not what a partition costs.
-func quietHeap() int64 {
+// 9 MiB, gone a second later), and kfake holds each metadata response
+// while it writes it; neither is what a partition costs.
+func quietHeap(d time.Duration) int64 {
 	least := liveHeap()
-	for range 3 {
+	for end := time.Now().Add(d); time.Now().Before(end); {
 		time.Sleep(500 * time.Millisecond)
 		least = min(least, liveHeap())
 	}

@@ -96,7 +96,7 @@ func TestSweep(t *testing.T) {
 		if !ok || err1 != nil || err2 != nil {
 			t.Fatalf("-scalesim.sweep: %q is not partitions x instances", pair)
 		}
-		cfg := Config{Partitions: int32(p), Instances: i, Busy: 2, PreKIP890: *v39, Within: 15 * time.Minute, Logf: t.Logf}
+		cfg := Config{Partitions: int32(p), Instances: i, Busy: 2, PreKIP890: *v39, IdleFor: 11 * time.Second, Within: 15 * time.Minute, Logf: t.Logf}
 		if *prof != "" && n == len(pairs)-1 {
 			f, err := os.Create(*prof)
 			if err != nil {
