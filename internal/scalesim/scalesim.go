@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -51,8 +52,8 @@ type Config struct {
 	PreKIP890 bool
 	// Within bounds each wait (settling, a phase's outputs). Default 5m.
 	Within time.Duration
-	// IdleFor is how long the idle heap is watched (its least reading
-	// counts) and the idle traffic counted; default 1.5s. The processors'
+	// IdleFor is how long the idle and busy heaps are watched (the least
+	// reading counts) and the idle traffic counted; default 1.5s. The processors'
 	// topic watch asks for the job's topics' metadata every 10s: 11s
 	// sees one round of it.
 	IdleFor time.Duration
@@ -240,7 +241,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			all[p] = int32(p)
 		}
 		busy := func() {
-			res.BusyHeap, res.BusyGoroutines = quietHeap(1500*time.Millisecond)-heap0, runtime.NumGoroutine()-g0
+			res.BusyHeap, res.BusyGoroutines = quietHeap(cfg.IdleFor)-heap0, runtime.NumGoroutine()-g0
 		}
 		if res.All, err = s.phase(ctx, all, cfg.Busy, &wanted, busy); err != nil {
 			return res, err
@@ -320,20 +321,43 @@ func (s *sim) settle(ctx context.Context, res *Result) error {
 	}
 }
 
+// stuck says which instances hold unfinished records, and what their
+// transactions went through, for a phase that did not finish.
+func (s *sim) stuck() string {
+	var b strings.Builder
+	var aborts, rebuilds, fenced int64
+	n := 0
+	for i, p := range s.procs {
+		st := p.Stats()
+		aborts, rebuilds, fenced = aborts+st.Aborts, rebuilds+st.Rebuilds, fenced+st.Fenced
+		if h := p.Health(); h.Oldest != nil && n < 5 {
+			n++
+			fmt.Fprintf(&b, "; i%03d: phase %s, oldest unfinished %s/%d@%d for %v, %d commits, %d aborts %v, reasons %q",
+				i, h.Phase, h.Oldest.Topic, h.Oldest.Partition, h.Oldest.Offset, h.Oldest.Age.Round(time.Millisecond),
+				st.Commits, st.Aborts, st.AbortsBy, h.Reasons)
+		}
+	}
+	c := s.count.snapshot()
+	return fmt.Sprintf("all instances: %d aborts, %d rebuilds, %d fenced; EndTxn %d commit %d abort%s", aborts, rebuilds, fenced, c.Commits, c.Aborts, b.String())
+}
+
 func describe(g *kfake.GroupInfo, procs []*processor.Processor) string {
 	if g == nil {
 		return "no group"
 	}
 	ready, assigned := 0, 0
-	for _, p := range procs {
+	var notReady []string
+	for i, p := range procs {
 		h := p.Health()
 		if h.Ready {
 			ready++
+		} else if len(notReady) < 3 {
+			notReady = append(notReady, fmt.Sprintf("i%03d: phase %s, %d assigned, %q", i, h.Phase, h.AssignedPartitions, h.Reasons))
 		}
 		assigned += h.AssignedPartitions
 	}
-	return fmt.Sprintf("group %s, generation %d, %d members, %d assigned; %d of %d instances ready, %d partitions held",
-		g.State, g.Epoch, len(g.Members), g.NumAssigned(), ready, len(procs), assigned)
+	return fmt.Sprintf("group %s, generation %d, %d members, %d assigned; %d of %d instances ready, %d partitions held; not ready: %s",
+		g.State, g.Epoch, len(g.Members), g.NumAssigned(), ready, len(procs), assigned, strings.Join(notReady, "; "))
 }
 
 // phase feeds n records to each of parts (one key per partition: one
@@ -380,7 +404,7 @@ func (s *sim) phase(ctx context.Context, parts []int32, n int, wanted *int64, he
 		close(gate)
 	}
 	if err := s.await(ctx, "outputs committed", *wanted, func(st processor.Stats) int64 { return st.Outputs }); err != nil {
-		return ph, err
+		return ph, fmt.Errorf("%w; %s", err, s.stuck())
 	}
 	ph.Counts = s.count.snapshot().Sub(before)
 	return ph, nil

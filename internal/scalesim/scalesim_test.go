@@ -15,9 +15,10 @@ import (
 )
 
 var (
-	sweep = flag.String("scalesim.sweep", "", "run the sweep: partitions×instances pairs, e.g. 100x10,1000x10,10000x10,100x100,1000x100,10000x100")
-	prof  = flag.String("scalesim.idleprofile", "", "write the last sweep point's idle heap profile to this file")
-	v39   = flag.Bool("scalesim.v39", true, "sweep on kfake pinned to Kafka 3.9 (AddPartitionsToTxn and AddOffsetsToTxn sent); false: Kafka 4's transaction.version 2")
+	sweep  = flag.String("scalesim.sweep", "", "run the sweep: partitions×instances pairs, e.g. 100x10,1000x10,10000x10,100x100,1000x100,10000x100")
+	prof   = flag.String("scalesim.idleprofile", "", "write the last sweep point's idle heap profile to this file")
+	within = flag.Duration("scalesim.within", 15*time.Minute, "bound on each wait of a sweep point")
+	v39    = flag.Bool("scalesim.v39", true, "sweep on kfake pinned to Kafka 3.9 (AddPartitionsToTxn and AddOffsetsToTxn sent); false: Kafka 4's transaction.version 2")
 )
 
 func TestExponent(t *testing.T) {
@@ -96,7 +97,7 @@ func TestSweep(t *testing.T) {
 		if !ok || err1 != nil || err2 != nil {
 			t.Fatalf("-scalesim.sweep: %q is not partitions x instances", pair)
 		}
-		cfg := Config{Partitions: int32(p), Instances: i, Busy: 2, PreKIP890: *v39, IdleFor: 11 * time.Second, Within: 15 * time.Minute, Logf: t.Logf}
+		cfg := Config{Partitions: int32(p), Instances: i, Busy: 2, PreKIP890: *v39, IdleFor: 11 * time.Second, Within: *within, Logf: t.Logf}
 		if *prof != "" && n == len(pairs)-1 {
 			f, err := os.Create(*prof)
 			if err != nil {
