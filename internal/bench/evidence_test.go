@@ -59,7 +59,19 @@ func TestFailLeavesEvidence(t *testing.T) {
 		}
 		plantedAt = verify.Copy{Topic: copied.Topic, Partition: copied.Partition, Offset: copied.Offset,
 			ProducerID: copied.ProducerID, ProducerEpoch: copied.ProducerEpoch}
-		return cl.EndTransaction(ctx, kgo.TryCommit)
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			return err
+		}
+		// On Kafka the commit's markers are written after EndTxn returns:
+		// the copy is read_committed only once its partition's last
+		// stable offset has passed it, which the verification must see.
+		adm := kadm.NewClient(cl)
+		require.Eventually(t, func() bool {
+			lso, err := adm.ListCommittedOffsets(ctx, copied.Topic)
+			o, ok := lso.Lookup(copied.Topic, copied.Partition)
+			return err == nil && ok && o.Err == nil && o.Offset > copied.Offset
+		}, 30*time.Second, 20*time.Millisecond, "the planted copy never became read_committed")
+		return nil
 	}
 	cfg := Default()
 	cfg.Modes, cfg.Count, cfg.Messages, cfg.Sessions, cfg.Partitions = []Mode{ModeSession}, 1, 2000, 50, 3
