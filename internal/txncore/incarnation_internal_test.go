@@ -2,7 +2,9 @@ package txncore
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -166,17 +168,6 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 // TestZombie on Kafka 4.2.0).
 func TestJudgeHolderWaitsForStable(t *testing.T) {
 	s := &Session{cfg: Options{InstanceID: "x", Incarnation: 200}}
-	x := "x"
-	resp := func(state string, meta []byte) *kmsg.DescribeGroupsResponse {
-		g := kmsg.NewDescribeGroupsResponseGroup()
-		g.State = state
-		m := kmsg.NewDescribeGroupsResponseGroupMember()
-		m.MemberID, m.InstanceID, m.ProtocolMetadata = "theirs", &x, meta
-		g.Members = append(g.Members, m)
-		r := kmsg.NewPtrDescribeGroupsResponse()
-		r.Groups = append(r.Groups, g)
-		return r
-	}
 	for _, tc := range []struct {
 		state    string
 		meta     []byte
@@ -191,7 +182,7 @@ func TestJudgeHolderWaitsForStable(t *testing.T) {
 		{"Stable", incarnationTrailer(300), holderNewer, true, "stable, newer incarnation: stop"},
 		{"PreparingRebalance", incarnationTrailer(100), holderOlder, true, "metadata reported while rebalancing (kfake)"},
 	} {
-		h, settled := s.judgeHolder(resp(tc.state, tc.meta), "ours")
+		h, settled := s.judgeHolder(describeHolder(tc.state, "theirs", tc.meta), "ours")
 		if h != tc.want || settled != tc.settled {
 			t.Errorf("%s: got %v settled %v, want %v settled %v", tc.scenario, h, settled, tc.want, tc.settled)
 		}
@@ -228,4 +219,87 @@ func TestJudgeHolderOwnRejoin(t *testing.T) {
 			t.Errorf("%s: without our client's member, got %v, want newer (as before)", state, h)
 		}
 	}
+}
+
+// describeHolder is a DescribeGroups answer in which member (no metadata
+// unless meta) holds instance ID x, the group in state.
+func describeHolder(state, member string, meta []byte) *kmsg.DescribeGroupsResponse {
+	x := "x"
+	g := kmsg.NewDescribeGroupsResponseGroup()
+	g.State = state
+	m := kmsg.NewDescribeGroupsResponseGroupMember()
+	m.MemberID, m.InstanceID, m.ProtocolMetadata = member, &x, meta
+	g.Members = append(g.Members, m)
+	r := kmsg.NewPtrDescribeGroupsResponse()
+	r.Groups = append(r.Groups, g)
+	return r
+}
+
+// TestAwaitHolderRejoinDuringWait: the group, rebalancing, names a member
+// our client took after the judgement began (its own rejoin while the
+// judgement waits for the group to settle). It is ours: the client's
+// member is read before every question. Read once, the answer stayed
+// unsettled for 10 s and counted as newer: w106#180 stopped fenced in a
+// classic soak with no other w106 ever started.
+func TestAwaitHolderRejoinDuringWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &Session{cfg: Options{InstanceID: "x", Incarnation: 200}}
+		asked := 0
+		current := func() string {
+			if asked == 0 {
+				return "expelled"
+			}
+			return "rejoined" // our client rejoined after the first question
+		}
+		ask := func(_ context.Context, ours []string) (holder, bool) {
+			asked++
+			return s.judgeHolder(describeHolder("CompletingRebalance", "rejoined", nil), ours...)
+		}
+		h := awaitHolder(t.Context(), "expelled", current, ask)
+		if h != holderOurs {
+			t.Fatalf("got %v after %d questions, want ours", h, asked)
+		}
+		if instanceFenced(h) {
+			t.Fatal("our own rejoin judged a newer holder: the process would stop")
+		}
+	})
+}
+
+// TestAwaitHolderCoordinatorLoading: a group whose coordinator is loading
+// (or moving) cannot name the holder yet; the group is asked again rather
+// than the answer taken as "nobody can name it", which FENCED_INSTANCE_ID
+// counts as a newer process: w195#339, the newer of two processes, stopped
+// that way in a classic soak while the older ran on.
+func TestAwaitHolderCoordinatorLoading(t *testing.T) {
+	s := &Session{cfg: Options{InstanceID: "x", Incarnation: 200}}
+	loading := kmsg.NewPtrDescribeGroupsResponse()
+	g := kmsg.NewDescribeGroupsResponseGroup()
+	g.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+	loading.Groups = append(loading.Groups, g)
+	if h, settled := s.judgeHolder(loading, "ours"); settled {
+		t.Fatalf("coordinator loading: got %v, settled; want to ask again", h)
+	}
+	for _, err := range []error{kerr.CoordinatorLoadInProgress, kerr.NotCoordinator, errors.New("dial tcp: connection refused")} {
+		if !askAgain(err) {
+			t.Errorf("%v: not asked again", err)
+		}
+	}
+	if askAgain(kerr.GroupAuthorizationFailed) {
+		t.Error("GROUP_AUTHORIZATION_FAILED asked again: it will not change in 10 s")
+	}
+
+	synctest.Test(t, func(t *testing.T) {
+		answers := []*kmsg.DescribeGroupsResponse{loading, loading, describeHolder("Stable", "older", incarnationTrailer(100))}
+		ask := func(_ context.Context, ours []string) (holder, bool) {
+			r := answers[0]
+			if len(answers) > 1 {
+				answers = answers[1:]
+			}
+			return s.judgeHolder(r, ours...)
+		}
+		h := awaitHolder(t.Context(), "ours", func() string { return "ours" }, ask)
+		if h != holderOlder || instanceFenced(h) {
+			t.Fatalf("got %v, want the older holder once the coordinator answers (rejoin, not stop)", h)
+		}
+	})
 }

@@ -56,7 +56,7 @@ func (c Options) groupOpts() []kgo.Opt {
 		// franz-go runs KIP-848 only with its own (unwrapped) sticky or
 		// range balancer first: the incarnation trailer rides on JoinGroup
 		// metadata, which KIP-848 does not have, and the broker orders
-		// static members itself (see otherHolder848).
+		// static members itself (see judgeHolder848).
 		return []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer())}
 	}
 	if c.Incarnation > 0 {
@@ -328,21 +328,13 @@ func yieldToSuccessor(ctx context.Context, cl *kgo.Client, cfg Options, ours []s
 	}
 }
 
-// otherHolder848 is otherHolder for a consumer-protocol group, which
-// DescribeGroups does not describe. The broker never lets a second member
+// judgeHolder848 is judgeHolder for a consumer-protocol group, which
+// DescribeGroups does not describe: holderNewer if the holder of our
+// instance ID is a member other than ours (known, non-empty ones),
+// holderOurs if it is one of ours. The broker never lets a second member
 // take an instance ID its holder has not released, so a holder under
 // another member ID is newer: it took the ID after ours was released or
 // expired. (Classic groups need incarnations for this, see incarnation.go.)
-func (s *Session) otherHolder848(ctx context.Context, ours ...string) holder {
-	h, ok := s.holder848(ctx)
-	if !ok {
-		return holderUnknown
-	}
-	return judgeHolder848(h, ours...)
-}
-
-// judgeHolder848: holderNewer if the holder of our instance ID is a member
-// other than ours (known, non-empty ones), holderOurs if it is one of ours.
 func judgeHolder848(h string, ours ...string) holder {
 	ours = slices.DeleteFunc(slices.Clone(ours), func(m string) bool { return m == "" })
 	switch {

@@ -320,8 +320,9 @@ const (
 // and its next commit or heartbeat finds it fenced. Any other holder under
 // a member ID other than ourMember (known, non-empty) is newer. Kafka
 // reports member metadata, and so incarnations, only while the group is
-// Stable: during a rebalance the group is asked again until it settles,
-// for up to 10 s, after which an unreadable holder counts as newer.
+// Stable: during a rebalance, or while its coordinator loads or moves, the
+// group is asked again until it settles, for up to 10 s, after which an
+// unreadable holder counts as newer.
 //
 // The member our client holds now is ours too: a member that was expelled
 // (stopped past its session) rejoins under a new member ID when it wakes,
@@ -329,25 +330,27 @@ const (
 // own rejoin. Taken for a newer process, it stopped with nobody else
 // holding the ID (7 times in a 20-minute soak of 12 instances, issue 42).
 func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
+	current := func() string { m, _ := s.cl.GroupMetadata(); return m }
+	return awaitHolder(ctx, ourMember, current, s.askHolder)
+}
+
+// awaitHolder is otherHolder's loop: ask until the answer settles or 10 s
+// pass. The client's member is read before every question, since the
+// client may rejoin while we wait: read once, before the wait, its own
+// rejoin looked like a newer process (w106#180 in a classic soak).
+func awaitHolder(ctx context.Context, ourMember string, current func() string,
+	ask func(ctx context.Context, ours []string) (holder, bool),
+) holder {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	ours := []string{ourMember}
-	if ourMember != "" { // unknown stays unknown: nothing is judged
-		current, _ := s.cl.GroupMetadata()
-		ours = append(ours, current)
-	}
-	if s.cfg.GroupProtocol == GroupProtocolConsumer {
-		return s.otherHolder848(ctx, ours...)
-	}
-	// Raw DescribeGroups: kadm parses the metadata and drops the trailer.
-	req := kmsg.NewPtrDescribeGroupsRequest()
-	req.Groups = []string{s.cfg.Group}
 	for {
-		resp, err := req.RequestWith(ctx, s.cl)
-		if err != nil {
-			return holderUnknown
+		if ourMember != "" { // unknown stays unknown: nothing is judged
+			if m := current(); !slices.Contains(ours, m) {
+				ours = append(ours, m)
+			}
 		}
-		h, settled := s.judgeHolder(resp, ours...)
+		h, settled := ask(ctx, ours)
 		if settled {
 			return h
 		}
@@ -359,16 +362,48 @@ func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 	}
 }
 
+// askHolder asks the group once; not settled: ask again.
+func (s *Session) askHolder(ctx context.Context, ours []string) (holder, bool) {
+	if s.cfg.GroupProtocol == GroupProtocolConsumer {
+		h, _, err := holder848(ctx, s.cl, s.cfg.Group, s.cfg.InstanceID)
+		if err != nil {
+			return holderUnknown, !askAgain(err)
+		}
+		return judgeHolder848(h, ours...), true
+	}
+	// Raw DescribeGroups: kadm parses the metadata and drops the trailer.
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{s.cfg.Group}
+	resp, err := req.RequestWith(ctx, s.cl)
+	if err != nil {
+		return holderUnknown, !askAgain(err)
+	}
+	return s.judgeHolder(resp, ours...)
+}
+
+// askAgain: the group could not answer now but may soon (its coordinator
+// loads or moves, a broker is down). Such an answer is no holder: taken as
+// one nobody can name, it stopped the newer of two processes while the
+// older ran on (w195#339 in a classic soak, COORDINATOR_LOAD_IN_PROGRESS).
+func askAgain(err error) bool {
+	var ke *kerr.Error
+	return !errors.As(err, &ke) || ke.Retriable
+}
+
 // judgeHolder reads otherHolder's answer from a DescribeGroups response;
 // ours are the member IDs this process held under the Session (the one
 // its transaction began under, and its client's now). It is not settled
 // when another member holds our instance ID but the group, rebalancing,
-// does not report that member's metadata.
+// does not report that member's metadata, or when the group's coordinator
+// cannot answer yet.
 func (s *Session) judgeHolder(resp *kmsg.DescribeGroupsResponse, ours ...string) (h holder, settled bool) {
 	ours = slices.DeleteFunc(slices.Clone(ours), func(m string) bool { return m == "" })
 	sawOurs := false
 	for _, g := range resp.Groups {
-		if g.ErrorCode != 0 {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			if askAgain(err) {
+				return holderUnknown, false
+			}
 			continue
 		}
 		for _, m := range g.Members {
