@@ -62,7 +62,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	po.ErrorIfExists = fresh
 	po.ErrorIfNotExists = !fresh
 	var db *pebble.DB
-	err = guarded(guard, func() (err error) {
+	err = guard.Do(func() (err error) {
 		db, err = pebble.Open(dir, po)
 		return err
 	})
@@ -76,7 +76,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("dedupe: open %q: %w", dir, err)
 	}
 	var v1 bool
-	err = guarded(guard, func() (err error) {
+	err = guard.Do(func() (err error) {
 		v1, err = checkFormat(db, dir, fresh, o.Logger)
 		return err
 	})
@@ -95,7 +95,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		expireCh: make(chan struct{}, 1),
 	}
 	var run uint64
-	err = guarded(guard, func() (err error) {
+	err = guard.Do(func() (err error) {
 		run, err = nextRun(db)
 		return err
 	})
@@ -105,7 +105,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	s.seq.Store(run << seqRunShift)
 	if v1 {
-		if err := guarded(guard, func() error { return upgradeV1(db, run) }); err != nil {
+		if err := guard.Do(func() error { return upgradeV1(db, run) }); err != nil {
 			_ = db.Close()
 			return nil, readErr(dir, err)
 		}

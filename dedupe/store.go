@@ -36,12 +36,12 @@ type Store struct {
 	// Pebble's fatal paths are met by the commit after a failed write,
 	// never by one that checked first. Fsyncs are waited for outside it.
 	writeMu sync.Mutex
-	// pending is the sync request of the last syncSoon commit, not yet
+	// ahead is the sync request of the last syncSoon commit, not yet
 	// waited for (under writeMu).
-	pending *pebble.Batch
-	wo      *pebble.WriteOptions
-	log     *slog.Logger
-	win     window
+	ahead diskguard.SyncAhead
+	wo    *pebble.WriteOptions
+	log   *slog.Logger
+	win   window
 
 	// closeMu guards closed; every operation holds it shared so Close
 	// waits for in-flight calls before closing pebble.
@@ -97,7 +97,7 @@ func (s *Store) Close() error {
 		s.log.Warn("dedupe: indexing staged marks at close failed", "dir", s.dir, "err", err)
 	}
 	s.writeMu.Lock()
-	_ = s.waitPending() // its batch must not outlive the database; a failure is the guard's
+	_ = s.ahead.Wait() // its batch must not outlive the database; a failure is the guard's
 	s.writeMu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return readErr(s.dir, err)
@@ -403,86 +403,32 @@ func (s *Store) commit(batch *pebble.Batch, wo *pebble.WriteOptions) error {
 }
 
 // syncSoon is the WriteOptions of writes that need no fsync but must not
-// leave their log data unwritten: Pebble writes the log of unsynced
-// batches only as its blocks fill, so a disk that failed meanwhile would
-// be met first by the log rotation of a later commit, which Pebble cannot
-// survive (it ends the process). A syncSoon commit requests a sync after
-// the batch and returns; the next syncSoon commit waits for it (long
-// done at a processor's pace), so that a failure stops the writes before
-// a rotation meets it. Plain unsynced writes (Claim, Mark) stay
+// leave their log data unwritten: a syncSoon commit requests a sync after
+// the batch and returns, and the next one waits for it
+// (diskguard.SyncAhead), so that a failed disk stops the writes before a
+// log rotation meets it. Plain unsynced writes (Claim, Mark) stay
 // unsynced: they are too many to sync each.
 var syncSoon = &pebble.WriteOptions{}
 
 func (s *Store) commitLocked(batch *pebble.Batch, wo *pebble.WriteOptions) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	return guarded(s.guard, func() error {
+	return s.guard.Do(func() error {
 		switch wo {
 		case syncSoon:
-			if err := s.waitPending(); err != nil {
+			if err := s.ahead.Wait(); err != nil {
 				return err
 			}
 			if err := batch.Commit(pebble.NoSync); err != nil {
 				return err
 			}
-			return s.requestSync()
+			return s.ahead.Request(s.db)
 		}
 		if wo.Sync {
 			return s.db.ApplyNoSyncWait(batch, wo)
 		}
 		return batch.Commit(wo)
 	})
-}
-
-// requestSync asks Pebble to write and sync its log in the background,
-// through a batch of its own that holds nothing but a log record: the
-// caller's batch stays the caller's. The caller holds writeMu.
-func (s *Store) requestSync() error {
-	b := s.db.NewBatch()
-	_ = b.LogData(nil, nil)
-	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
-		_ = b.Close()
-		return err
-	}
-	s.pending = b
-	return nil
-}
-
-// waitPending waits for the last requested sync. The caller holds
-// writeMu.
-func (s *Store) waitPending() error {
-	b := s.pending
-	if b == nil {
-		return nil
-	}
-	s.pending = nil
-	err := b.SyncWait()
-	_ = b.Close()
-	return err
-}
-
-// guarded runs write unless a write already failed, and turns Pebble's
-// panic on a failed write into the error that caused it.
-func guarded(guard *diskguard.FS, write func() error) (err error) {
-	if err := guard.Err(); err != nil {
-		return err
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			if err = guard.Err(); err == nil {
-				err = fmt.Errorf("pebble: %v", r)
-			}
-		}
-	}()
-	if err := write(); err != nil {
-		// The guard's error names the file and the operation; Pebble's
-		// (from a sync it waited for, say) is the bare errno.
-		if g := guard.Err(); g != nil {
-			return g
-		}
-		return err
-	}
-	return nil
 }
 
 // writeErr names the directory in a failed write's error.

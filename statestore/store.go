@@ -87,9 +87,9 @@ type Store struct {
 	// Pebble's fatal paths are met by the commit after a failed write,
 	// never by one that checked first.
 	writeMu sync.Mutex
-	// pending is the sync requested after the last unsynced batch, not yet
+	// ahead is the sync requested after the last unsynced batch, not yet
 	// waited for (under writeMu): see Batch.Commit.
-	pending *pebble.Batch
+	ahead diskguard.SyncAhead
 }
 
 // Open opens or creates the store in dir. A directory that holds files but
@@ -143,31 +143,12 @@ func Open(dir string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// guarded runs write, a Pebble call that may write, unless a write of the
-// store already failed, and turns Pebble's panic on a failed write (see
-// diskguard) into the error that caused it.
-func (s *Store) guarded(write func() error) (err error) {
+// guarded runs write, a Pebble call that may write, under writeMu and the
+// guard (diskguard.FS.Do).
+func (s *Store) guarded(write func() error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if err := s.guard.Err(); err != nil {
-		return err
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			if err = s.guard.Err(); err == nil {
-				err = fmt.Errorf("pebble: %v", r)
-			}
-		}
-	}()
-	if err := write(); err != nil {
-		// The guard's error names the file and the operation; Pebble's
-		// (from a sync it waited for, say) is the bare errno.
-		if g := s.guard.Err(); g != nil {
-			return g
-		}
-		return err
-	}
-	return nil
+	return s.guard.Do(write)
 }
 
 // isEnvError reports errors of the environment, not of the store's
@@ -212,7 +193,7 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	s.writeMu.Lock()
-	_ = s.waitPending() // its batch must not outlive the database; a failure is the guard's
+	_ = s.ahead.Wait() // its batch must not outlive the database; a failure is the guard's
 	s.writeMu.Unlock()
 	return s.db.Close()
 }
@@ -355,14 +336,10 @@ func (b *Batch) Commit() error {
 	}
 	var started, finished bool
 	err := s.guarded(func() error {
-		// Without Sync, Pebble writes the log only as its blocks fill,
-		// so a disk that failed meanwhile would be met first by the log
-		// rotation of a later commit, which Pebble cannot survive (it
-		// ends the process). So each batch requests a sync without
-		// waiting for it, and the next batch waits for that one (long
-		// done at a processor's pace): a failure stops the writes
-		// before a rotation meets it.
-		if err := s.waitPending(); err != nil {
+		// An unsynced batch requests a sync that the next one waits
+		// for (diskguard.SyncAhead): a failed disk stops the writes
+		// before a log rotation meets it.
+		if err := s.ahead.Wait(); err != nil {
 			return err
 		}
 		started = true
@@ -371,7 +348,7 @@ func (b *Batch) Commit() error {
 		if err != nil || s.sync.Sync {
 			return err
 		}
-		return s.requestSync()
+		return s.ahead.Request(s.db)
 	})
 	if !started || finished { // a batch whose commit panicked may still be Pebble's
 		b.b.Close()
@@ -380,33 +357,6 @@ func (b *Batch) Commit() error {
 		return fmt.Errorf("statestore: writing a batch to %s: %w", s.dir, err)
 	}
 	return nil
-}
-
-// requestSync asks Pebble to write and sync its log in the background,
-// through a batch that holds nothing but a log record. The caller holds
-// writeMu.
-func (s *Store) requestSync() error {
-	b := s.db.NewBatch()
-	_ = b.LogData(nil, nil)
-	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
-		_ = b.Close()
-		return err
-	}
-	s.pending = b
-	return nil
-}
-
-// waitPending waits for the last requested sync. The caller holds
-// writeMu.
-func (s *Store) waitPending() error {
-	b := s.pending
-	if b == nil {
-		return nil
-	}
-	s.pending = nil
-	err := b.SyncWait()
-	_ = b.Close()
-	return err
 }
 
 // readErr names the directory and the read in a failed read's error.
