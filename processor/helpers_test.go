@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/internal/kafkatest"
@@ -210,4 +211,22 @@ func (pl *pipeline) logPositions(t *testing.T) {
 		o, _ := committed.Lookup(pl.in, e.Partition)
 		t.Logf("%s/%d: committed %d (metadata %d bytes), end %d", pl.in, e.Partition, o.At, len(o.Metadata), e.Offset)
 	})
+}
+
+// refuseProduce answers req as a broker that refuses every partition of it
+// with code.
+func refuseProduce(req *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }

@@ -1,12 +1,10 @@
 package processor_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,24 +17,6 @@ import (
 	"github.com/onceflow/onceflow/internal/kafkatest"
 	"github.com/onceflow/onceflow/processor"
 )
-
-// syncBuffer is a log sink for a test to read while the processor writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestQuorumLost: the output topic's partitions cannot meet their
 // min.insync.replicas for a while, as when two of three brokers are down:
@@ -68,19 +48,7 @@ func TestQuorumLost(t *testing.T) {
 			return nil, nil, false
 		}
 		refused.Add(1)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotEnoughReplicas.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refuseProduce(req, kerr.NotEnoughReplicas.Code), nil, true
 	})
 	setMinISR := func(v *string) {
 		t.Helper()
@@ -97,7 +65,7 @@ func TestQuorumLost(t *testing.T) {
 		}
 	}
 
-	var logs syncBuffer
+	var logs kafkatest.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r := start(t, append(pl.opts("i1", copyHandler), processor.WithLogger(log), processor.WithTransactionTimeout(3*time.Second))...)
 	pl.produce(t, 0, pl.inputs/2)

@@ -96,19 +96,7 @@ func TestTransactionStartRace(t *testing.T) {
 		mu.Unlock()
 		c.Fake.SleepControl(func() { time.Sleep(30 * time.Millisecond) })
 		mu.Lock()
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.ConcurrentTransactions.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refuseProduce(req, kerr.ConcurrentTransactions.Code), nil, true
 	})
 
 	// A millisecond per record spreads the input over tens of transactions.

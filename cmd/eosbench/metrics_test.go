@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,24 +18,6 @@ import (
 	"github.com/onceflow/onceflow/internal/bench"
 	"github.com/onceflow/onceflow/internal/kafkatest"
 )
-
-// syncBuffer is a bytes.Buffer that run can write while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // scrapedCounters are the processor's counters the test follows.
 var scrapedCounters = []string{
@@ -82,7 +63,7 @@ func scrape(t *testing.T, cl *http.Client, url string) map[string]float64 {
 func TestMetricsEndpoint(t *testing.T) {
 	c := kafkatest.New(t)
 	const messages = 10_000
-	var stdout, stderr syncBuffer
+	var stdout, stderr kafkatest.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	status := make(chan int, 1)

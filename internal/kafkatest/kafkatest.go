@@ -1,6 +1,7 @@
 package kafkatest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -529,4 +530,23 @@ func (c *Cluster) DescribeGroup(ctx context.Context, group string) (state string
 		members = append(members, mm)
 	}
 	return g.State, members, nil
+}
+
+// SyncBuffer is a log sink a test reads while a processor or a command
+// writes to it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
