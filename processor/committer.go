@@ -245,8 +245,9 @@ func (c *committer) awaitingFirstRecord(now time.Time) bool {
 // offsetsFrom returns the rewrite of the transaction's offset commit, which
 // records in sent the partitions it commits. The request starts from the
 // client's polled heads, which a rewind moves back to the last commit even
-// where we are further on: every partition we track is committed from our
-// own plan, added if the client left it out, dropped if we no longer own it.
+// where we are further on: every partition with a plan (one that moved
+// since its last commit) is committed from it, added if the client left it
+// out; the others are dropped (not ours any more, or nothing to commit).
 func offsetsFrom(plans map[tp]commitPlan, sent map[tp]bool) func(*kmsg.TxnOffsetCommitRequest) error {
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
 		topics := req.Topics[:0]

@@ -38,6 +38,8 @@ type fakeClient struct {
 	// txnBytes are the bytes of each committed transaction's records.
 	txnBytes []int64
 	offsets  map[tp]kmsg.TxnOffsetCommitRequestTopicPartition
+	// named are the partitions the last committed offset commit named.
+	named []tp
 	// violations are what the pipeline's invariants forbid, as the fake
 	// saw them: a record produced while another transaction's records
 	// were unacknowledged (they could reach a partition out of order), a
@@ -246,9 +248,11 @@ func (t *fakeTxn) Commit(ctx context.Context, rewrite func(*kmsg.TxnOffsetCommit
 		bytes += recordBytes(p.r)
 	}
 	c.txnBytes = append(c.txnBytes, bytes)
+	c.named = c.named[:0]
 	for _, tt := range req.Topics {
 		for _, p := range tt.Partitions {
 			c.offsets[tp{tt.Topic, p.Partition}] = p
+			c.named = append(c.named, tp{tt.Topic, p.Partition})
 		}
 	}
 	c.commits++

@@ -330,9 +330,16 @@ func (l *lifetime) startCommit(ctx context.Context) error {
 	}
 	began := time.Now()
 	l.obs.m.observeCommitStart(began)
-	plans := make(map[tp]commitPlan, len(l.ps.all))
+	plans := make(map[tp]commitPlan)
 	for k, p := range l.ps.all {
 		base, done := p.commitPoint()
+		if base < 0 || base == p.committed && slices.Equal(done, p.committedDone) {
+			// Nothing fetched since a rewind, or nothing moved since the
+			// last commit, which the group holds: a partition idle since
+			// is not committed again (at 300 partitions every commit
+			// named all of them).
+			continue
+		}
 		plans[k] = commitPlan{base, done, offsetmeta.Encode(base, done), p.doneSinceCommit}
 	}
 	for _, ks := range l.ps.keyspaces {

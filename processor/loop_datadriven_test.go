@@ -34,7 +34,8 @@ import (
 //	backpressure           runs the loop's backpressure step; prints the state
 //	abort-next             the fake refuses the next commit (as a rebalance would)
 //	fail-produce           the fake fails the next produced record
-//	commit                 commits as the loop does; prints the committed offsets
+//	commit                 commits as the loop does; prints the partitions its
+//	                       offset commit named and the committed offsets
 //	revoke partition=<n>   the group revokes in/<n> and the loop takes the news
 //	outputs                the committed outputs per session key, in order
 //	stats                  the Stats counters a step may change
@@ -168,9 +169,10 @@ func (h *loopHarness) state() string {
 	return sb.String()
 }
 
-// commits prints each partition's committed offset and the finished
-// ranges above it in its metadata, as the fake's last offset commit holds
-// them, for the partitions the loop tracks and those committed.
+// commits prints the partitions the last offset commit named, then each
+// partition's committed offset and the finished ranges above it in its
+// metadata, as the fake holds them, for the partitions the loop tracks
+// and those committed.
 func (h *loopHarness) commits() string {
 	keys := h.sortedParts()
 	h.c.mu.Lock()
@@ -185,6 +187,15 @@ func (h *loopHarness) commits() string {
 		return "nothing committed\n"
 	}
 	var sb strings.Builder
+	h.c.mu.Lock()
+	named := slices.Clone(h.c.named)
+	h.c.mu.Unlock()
+	slices.SortFunc(named, func(a, b tp) int { return int(a.partition - b.partition) })
+	sb.WriteString("named:")
+	for _, k := range named {
+		fmt.Fprintf(&sb, " %s/%d", k.topic, k.partition)
+	}
+	sb.WriteString("\n")
 	for _, k := range keys {
 		off, meta, ok := h.c.committed(k.topic, k.partition)
 		if !ok {
