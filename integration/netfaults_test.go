@@ -88,12 +88,23 @@ func netConfig() config {
 // bound.
 func (e *env) caughtUp(n int, from time.Time, bound time.Duration) (time.Duration, bool) {
 	deadline := time.Now().Add(bound)
+	next := time.Now().Add(2 * time.Second)
 	for {
-		if len(e.track.missing(n, 1)) == 0 {
+		miss := e.track.missing(n, 1000)
+		if len(miss) == 0 {
 			return max(0, time.Since(from)), true
 		}
 		if time.Now().After(deadline) {
 			return time.Since(from), false
+		}
+		if time.Now().After(next) {
+			// Which input partitions wait, for the timeline.
+			parts := map[int32]int{}
+			for _, id := range miss {
+				parts[e.feed.loc(id).partition]++
+			}
+			e.fleet.eventf("waiting for inputs below %d: %d+ missing (first %d), by input partition %v", n, len(miss), miss[0], parts)
+			next = time.Now().Add(2 * time.Second)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -400,6 +411,10 @@ func TestNetGroupCoordinatorCut(t *testing.T) {
 	n, healAt := e.feed.count(), time.Now()
 	link.Heal()
 	e.fleet.eventf("healed w1 -> node %d", node)
+	// The recovery (the others' work read back) and w1's rejoin, each
+	// timed from the heal.
+	recC := make(chan time.Duration, 1)
+	go func() { recC <- e.recovery(fmt.Sprintf("w1 cut from its group coordinator for %v", down), n, healAt) }()
 	var rejoined time.Duration
 	for time.Since(healAt) < e.membershipGrace() {
 		if ms, ok := e.describeMembers(); ok && ms["w1"] {
@@ -409,7 +424,7 @@ func TestNetGroupCoordinatorCut(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	rec := e.recovery(fmt.Sprintf("w1 cut from its group coordinator for %v", down), n, healAt)
+	rec := <-recC
 	e.sleep(2 * time.Second)
 	o := e.finish()
 	if expelled == 0 {

@@ -87,11 +87,10 @@ func (n *Net) End(name string) *End {
 	}
 	e := &End{name: name, links: make(map[string]*Link)}
 	for _, b := range n.brokers {
-		l, err := newLink(name, b)
+		l, err := newLink(name, b, n.latency)
 		if err != nil {
 			n.t.Fatalf("kafkatest: proxy for %s to %s: %v", name, b, err)
 		}
-		l.latency = n.latency
 		e.links[b] = l
 		e.order = append(e.order, b)
 	}
@@ -307,12 +306,12 @@ type Link struct {
 	resets   int
 }
 
-func newLink(end, broker string) (*Link, error) {
+func newLink(end, broker string, latency time.Duration) (*Link, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	l := &Link{end: end, broker: broker, ln: ln, conns: make(map[*conn]struct{})}
+	l := &Link{end: end, broker: broker, ln: ln, latency: latency, conns: make(map[*conn]struct{})}
 	l.cond = sync.NewCond(&l.mu)
 	go l.accept()
 	return l, nil
