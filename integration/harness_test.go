@@ -51,9 +51,6 @@ type config struct {
 	instances  int // workers at the start
 	worker     workerConfig
 	settle     time.Duration // bound on the wait for every input after feeding stops
-	// backlog inputs are produced at once, before the paced feed starts
-	// (a throughput measure: how fast the workers drain it).
-	backlog int
 	// net puts every worker behind its own fault-injecting proxies
 	// (kafkatest.Net, see netfaults_test.go): env.net.
 	net bool
@@ -285,6 +282,7 @@ type feeder struct {
 
 	mu       sync.Mutex
 	produced int
+	extra    int // inputs asked for by burst, beyond the rate
 	locs     []inputLoc
 	err      error
 }
@@ -297,16 +295,6 @@ func sessionKey(id uint64, sessions int) string { return fmt.Sprintf("s%04d", id
 
 func (f *feeder) run(ctx context.Context) {
 	defer close(f.done)
-	for f.count() < f.cfg.backlog {
-		select {
-		case <-f.quit:
-			return
-		default:
-		}
-		if !f.produce(ctx, min(2000, f.cfg.backlog-f.count())) {
-			return
-		}
-	}
 	start := time.Now()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -319,9 +307,9 @@ func (f *feeder) run(ctx context.Context) {
 		case <-tick.C:
 		}
 		f.mu.Lock()
-		from := f.produced
+		from, extra := f.produced, f.extra
 		f.mu.Unlock()
-		n := f.cfg.backlog + int(time.Since(start).Seconds()*float64(f.cfg.rate)) - from
+		n := extra + int(time.Since(start).Seconds()*float64(f.cfg.rate)) - from
 		n = min(n, 2000)
 		if n <= 0 {
 			continue
@@ -358,6 +346,16 @@ func (f *feeder) produce(ctx context.Context, n int) bool {
 	f.produced += n
 	f.mu.Unlock()
 	return true
+}
+
+// burst has n inputs produced at once (2,000 per 20 ms tick), beyond the
+// rate, and returns the count the feeder reaches once they are (a
+// throughput measure: how fast the workers drain them).
+func (f *feeder) burst(n int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.extra += n
+	return f.produced + n
 }
 
 // stop ends feeding and returns the number of inputs produced.
