@@ -137,7 +137,10 @@ kafka-packages:
 #     restarts one node at a time through it (the leader of the input, the
 #     group coordinator, a transaction coordinator, a long outage; about
 #     4 min) and TestSoak rotates over the same faults; TestBrokerRestart
-#     skips itself there. With a mandatory pass (REQUIRED=1) on 3+ nodes
+#     skips itself there. The network faults (integration TestNet*: each
+#     worker behind proxies of its own, no broker change) run here too,
+#     about 2 min; under the consumer protocol only the group-coordinator
+#     cut (about 15 s). With a mandatory pass (REQUIRED=1) on 3+ nodes
 #     ONCEFLOW_REQUIRE_NODE_FAULTS=1 makes TestClusterNodeFaults fail
 #     instead of skipping when it finds no cluster or no script.
 #  2. the single-node pass, only when KAFKA_NODES > 1: just TestBrokerRestart

@@ -51,6 +51,12 @@ type config struct {
 	instances  int // workers at the start
 	worker     workerConfig
 	settle     time.Duration // bound on the wait for every input after feeding stops
+	// net puts every worker behind its own fault-injecting proxies
+	// (kafkatest.Net, see netfaults_test.go): env.net.
+	net bool
+	// netLatency is added to every worker's round trips from the start
+	// (with net).
+	netLatency time.Duration
 }
 
 func defaultConfig() config {
@@ -85,6 +91,7 @@ type env struct {
 	rng   *rand.Rand
 	t0    time.Time
 	fleet *fleet
+	net   *kafkatest.Net // with cfg.net: every worker's network path, by instance
 	feed  *feeder
 	track *tracker
 	next  int // next new instance number
@@ -135,6 +142,13 @@ func newEnv(t *testing.T, cfg config) *env {
 		args = append(args, "-position-guard")
 	}
 	e.fleet = newFleet(t, bin, args, e.t0)
+	if cfg.net {
+		e.net = kafkatest.NewNet(t, netBrokers(t, e.c))
+		e.net.SetLatency(cfg.netLatency)
+		e.fleet.perInstance = func(instance string) []string {
+			return []string{"-dial-map", e.net.End(instance).DialMap()}
+		}
+	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.track = newTracker(e.ctx, e.c, e.out, e.dlq)
 	fopts := []kgo.Opt{kgo.DefaultProduceTopic(e.in)}
@@ -268,6 +282,7 @@ type feeder struct {
 
 	mu       sync.Mutex
 	produced int
+	extra    int // inputs asked for by burst, beyond the rate
 	locs     []inputLoc
 	err      error
 }
@@ -292,35 +307,55 @@ func (f *feeder) run(ctx context.Context) {
 		case <-tick.C:
 		}
 		f.mu.Lock()
-		from := f.produced
+		from, extra := f.produced, f.extra
 		f.mu.Unlock()
-		n := int(time.Since(start).Seconds()*float64(f.cfg.rate)) - from
+		n := extra + int(time.Since(start).Seconds()*float64(f.cfg.rate)) - from
 		n = min(n, 2000)
 		if n <= 0 {
 			continue
 		}
-		rs := make([]*kgo.Record, n)
-		for i := range rs {
-			id := uint64(from + i)
-			v := verify.Append(nil, verify.Payload{ID: id, Seq: id / uint64(f.cfg.sessions), ProducedAt: time.Now()}, f.cfg.valueSize)
-			rs[i] = &kgo.Record{Key: []byte(sessionKey(id, f.cfg.sessions)), Value: v}
-		}
-		if err := f.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-			f.mu.Lock()
-			if ctx.Err() == nil {
-				f.err = fmt.Errorf("producing inputs %d..%d: %w (their fate is unknown; the run cannot be judged)", from, from+n-1, err)
-				close(f.failed)
-			}
-			f.mu.Unlock()
+		if !f.produce(ctx, n) {
 			return
 		}
-		f.mu.Lock()
-		for _, r := range rs {
-			f.locs = append(f.locs, inputLoc{r.Partition, r.Offset})
-		}
-		f.produced += n
-		f.mu.Unlock()
 	}
+}
+
+// produce produces the next n inputs; false when that failed (the run
+// cannot be judged) or ctx ended.
+func (f *feeder) produce(ctx context.Context, n int) bool {
+	from := f.count()
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		id := uint64(from + i)
+		v := verify.Append(nil, verify.Payload{ID: id, Seq: id / uint64(f.cfg.sessions), ProducedAt: time.Now()}, f.cfg.valueSize)
+		rs[i] = &kgo.Record{Key: []byte(sessionKey(id, f.cfg.sessions)), Value: v}
+	}
+	if err := f.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		f.mu.Lock()
+		if ctx.Err() == nil {
+			f.err = fmt.Errorf("producing inputs %d..%d: %w (their fate is unknown; the run cannot be judged)", from, from+n-1, err)
+			close(f.failed)
+		}
+		f.mu.Unlock()
+		return false
+	}
+	f.mu.Lock()
+	for _, r := range rs {
+		f.locs = append(f.locs, inputLoc{r.Partition, r.Offset})
+	}
+	f.produced += n
+	f.mu.Unlock()
+	return true
+}
+
+// burst has n inputs produced at once (2,000 per 20 ms tick), beyond the
+// rate, and returns the count the feeder reaches once they are (a
+// throughput measure: how fast the workers drain them).
+func (f *feeder) burst(n int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.extra += n
+	return f.produced + n
 }
 
 // stop ends feeding and returns the number of inputs produced.
@@ -361,7 +396,9 @@ type tracker struct {
 	done chan struct{}
 
 	mu       sync.Mutex
-	seen     []uint8 // per ID: times seen (saturating)
+	seen     []uint8         // per ID: times seen (saturating)
+	lat      []time.Duration // per ID: first seen minus ProducedAt (read_committed latency)
+	firstAt  []int64         // per ID: unix nanos when first seen
 	distinct int
 	dups     int
 	records  int
@@ -395,11 +432,16 @@ func (tr *tracker) run(ctx context.Context) {
 				return
 			}
 			for p.ID >= uint64(len(tr.seen)) {
-				tr.seen = append(tr.seen, make([]uint8, max(1024, len(tr.seen)))...)
+				grow := max(1024, len(tr.seen))
+				tr.seen = append(tr.seen, make([]uint8, grow)...)
+				tr.lat = append(tr.lat, make([]time.Duration, grow)...)
+				tr.firstAt = append(tr.firstAt, make([]int64, grow)...)
 			}
 			switch tr.seen[p.ID] {
 			case 0:
 				tr.distinct++
+				now := time.Now()
+				tr.lat[p.ID], tr.firstAt[p.ID] = now.Sub(p.ProducedAt), now.UnixNano()
 			default:
 				tr.dups++
 			}

@@ -102,6 +102,9 @@ type fleet struct {
 	closed    bool
 	wg        sync.WaitGroup
 	kept      atomic.Bool // keep the worker logs even if the test passes
+	// perInstance, when set, adds flags for one instance (its network
+	// path: -dial-map, see netfaults_test.go).
+	perInstance func(instance string) []string
 }
 
 // keep keeps the worker logs after the test.
@@ -165,7 +168,11 @@ func (f *fleet) start(instance string, extra ...string) *proc {
 		f.t.Errorf("creating worker pipe: %v", err)
 		return nil
 	}
-	args := append(append(slices.Clone(f.args), "-instance", instance, "-ready-fd", "3"), extra...)
+	args := append(slices.Clone(f.args), "-instance", instance, "-ready-fd", "3")
+	if f.perInstance != nil {
+		args = append(args, f.perInstance(instance)...)
+	}
+	args = append(args, extra...)
 	p.cmd = exec.Command(f.bin, args...)
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = logf

@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -71,7 +72,7 @@ type flags struct {
 	poisonEvery                            uint64
 	ordering, logLevel, kgoLogLevel        string
 	maxVersion, groupProtocol              string
-	stateDir                               string
+	stateDir, dialMap                      string
 	positionGuard                          bool
 	readyFD                                int
 }
@@ -100,6 +101,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.kgoLogLevel, "kgo-log-level", "none", "franz-go client log level: none, error, warn, info, debug")
 	fs.StringVar(&f.stateDir, "state-dir", "", "stateful mode: keep a per-session record count in a state store under a new directory in this one, and put the count before each record into its output's "+HeaderStateCount+" header (empty: stateless copy)")
 	fs.BoolVar(&f.positionGuard, "position-guard", false, "processor.WithPositionGuard: keep the committed positions in a position log too and resume from it when the group serves an older one")
+	fs.StringVar(&f.dialMap, "dial-map", "", "broker=proxy,...: dial each named broker address (bootstrap or advertised) at its proxy instead, through every client of the processor (the suite's network faults, internal/kafkatest.Net); other addresses are dialled directly")
 	fs.IntVar(&f.readyFD, "ready-fd", 0, "an inherited descriptor the worker closes once SIGTERM and SIGINT stop it cleanly, so that a harness does not signal it before (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -177,6 +179,21 @@ func run() int {
 	} else if kl != kgo.LogLevelNone {
 		prefix := func() string { return time.Now().Format("15:04:05.000 ") + f.instance + " kgo: " }
 		opts = append(opts, processor.WithKgoOpts(kgo.WithLogger(kgo.BasicLogger(os.Stderr, kl, prefix))))
+	}
+
+	if f.dialMap != "" {
+		via, err := parseDialMap(f.dialMap)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker: -dial-map:", err)
+			return exitUsage
+		}
+		var d net.Dialer
+		opts = append(opts, processor.WithKgoOpts(kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			if p, ok := via[host]; ok {
+				host = p
+			}
+			return d.DialContext(ctx, network, host)
+		})))
 	}
 
 	if f.maxVersion != "" {
@@ -300,6 +317,19 @@ func kgoLevel(s string) (kgo.LogLevel, bool) {
 		return kgo.LogLevelDebug, true
 	}
 	return kgo.LogLevelNone, false
+}
+
+// parseDialMap parses -dial-map's "broker=proxy,..." list.
+func parseDialMap(s string) (map[string]string, error) {
+	m := make(map[string]string)
+	for _, kv := range split(s) {
+		b, p, ok := strings.Cut(kv, "=")
+		if !ok || b == "" || p == "" {
+			return nil, fmt.Errorf("%q: want broker=proxy", kv)
+		}
+		m[b] = p
+	}
+	return m, nil
 }
 
 func split(s string) []string {
