@@ -1,8 +1,11 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -191,3 +194,71 @@ func TestClusterNodeFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterQuorumLost: two of the three nodes down at once for
+// quorumDown, then back one at a time. The output partitions cannot meet
+// min.insync.replicas 2 meanwhile, so no transaction can commit: the job
+// must commit nothing partial, keep its workers (a worker that exits is a
+// problem, as in every run), and resume without a restart when a node
+// returns, exactly once. broker.sh's nodes are brokers and controllers
+// both, so the KRaft quorum is lost with them: the survivor's metadata
+// keeps the last in-sync replicas it had, and the brokers time the
+// produces out (REQUEST_TIMED_OUT) rather than refuse them with
+// NOT_ENOUGH_REPLICAS, which TestQuorumLost (processor, kfake) covers.
+// The workers' logs of what they saw are reported, not judged.
+func TestClusterQuorumLost(t *testing.T) {
+	kafkatest.ProtocolIndependent(t)
+	if ok, why := onCluster(t, kafkatest.New(t)); !ok {
+		t.Skip(why)
+	}
+	cfg := defaultConfig()
+	cfg.settle = 2 * time.Minute
+	e := newEnv(t, cfg)
+	e.sleep(3 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := e.waitInSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	script := brokerScript()
+	survivor := int32(1 + e.rng.IntN(3))
+	var down []int32
+	for n := int32(1); n <= 3; n++ {
+		if n != survivor {
+			down = append(down, n)
+		}
+	}
+	for _, n := range down {
+		e.fleet.addNodeRestart(faultLongOutage)
+		e.fleet.eventf("node %d SIGKILL (quorum lost: %v down, node %d left)", n, down, survivor)
+		if out, err := exec.Command("bash", script, "kill", fmt.Sprint(n)).CombinedOutput(); err != nil {
+			t.Fatalf("%s kill %d: %v\n%s", script, n, err, out)
+		}
+	}
+	killed := time.Now()
+	e.sleep(quorumDown)
+	for _, n := range down {
+		e.fleet.eventf("node %d restart begins", n)
+		if out, err := exec.Command("bash", script, "restart", fmt.Sprint(n)).CombinedOutput(); err != nil {
+			t.Fatalf("%s restart %d: %v\n%s", script, n, err, out)
+		}
+		e.fleet.eventf("node %d ready again, %v after the quorum was lost", n, time.Since(killed).Round(time.Millisecond))
+	}
+	if took, err := e.waitInSync(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		e.fleet.eventf("every replica in sync %v after the last node was ready", took.Round(time.Millisecond))
+	}
+	e.sleep(5 * time.Second)
+	o := e.finish()
+	if o.counts.BrokerRestarts != 2 {
+		t.Errorf("node restarts = %d, want 2", o.counts.BrokerRestarts)
+	}
+	e.fleet.logTimeline(t, 40)
+}
+
+// quorumDown is how long TestClusterQuorumLost keeps two nodes down (the
+// issue's 60 s):
+// past the workers' transaction timeout (6 s) several times over, and past
+// their session timeout.
+const quorumDown = 60 * time.Second
