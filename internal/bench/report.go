@@ -136,6 +136,16 @@ func notes(pr *message.Printer, w io.Writer, who string, r Result) {
 	if r.Capped {
 		pr.Fprintf(w, "%s: run on the first %d inputs only (-baseline-messages)\n", who, r.Messages)
 	}
+	if r.StreamThreads > 0 {
+		pr.Fprintf(w, "%s: Kafka Streams exactly_once_v2, num.stream.threads %d per instance, commit.interval.ms %d, other settings its defaults\n", who, r.StreamThreads, r.commitIntervalMs)
+	}
+	if r.FirstOutputMs > 0 {
+		pr.Fprintf(w, "%s: first output %.0f ms after the start", who, r.FirstOutputMs)
+		if r.Primer > 0 {
+			pr.Fprintf(w, "; the %d primer inputs were output before the timed feed began (fair start: not timed, not in rec/s)", r.Primer)
+		}
+		fmt.Fprintln(w)
+	}
 	if r.Stateful {
 		pr.Fprintf(w, "%s: stateful: per-session counters in the state store, %d of %d sessions wrong in the changelog (state_violations)\n", who, r.StateViolations, r.Sessions)
 	}

@@ -39,16 +39,26 @@ type Result struct {
 	// mode listed again in Config.Modes).
 	Run int `json:"run"`
 
-	Verdict   string   `json:"verdict"` // PASS, ALO (at-least-once kept) or FAIL
-	Failure   string   `json:"failure,omitempty"`
-	Malformed int      `json:"malformed,omitempty"`
-	Capped    bool     `json:"capped,omitempty"` // a baseline run on the first inputs only
-	Rate      float64  `json:"offered_rate,omitempty"`
-	Workers   int      `json:"workers,omitempty"`
-	Kills     int      `json:"kills,omitempty"`
-	Crashes   int      `json:"unexpected_exits,omitempty"`
-	Counters  Counters `json:"counters"`
-	HandlerMs float64  `json:"handler_mean_ms,omitempty"` // measured mean simulated handler time
+	Verdict   string `json:"verdict"` // PASS, ALO (at-least-once kept) or FAIL
+	Failure   string `json:"failure,omitempty"`
+	Malformed int    `json:"malformed,omitempty"`
+	Capped    bool   `json:"capped,omitempty"` // a baseline run on the first inputs only
+	// Primer is how many of a paced run's inputs (IDs 0..Primer-1) were
+	// written before its clock started and output before the timed feed
+	// began (the fair start): verified, but neither timed nor counted in
+	// the throughput.
+	Primer int `json:"primer,omitempty"`
+	// StreamThreads is a kafka-streams instance's num.stream.threads.
+	StreamThreads int `json:"stream_threads,omitempty"`
+	// FirstOutputMs is the time from the run's start (its pipeline
+	// started or released) to its first output becoming visible.
+	FirstOutputMs float64  `json:"first_output_ms,omitempty"`
+	Rate          float64  `json:"offered_rate,omitempty"`
+	Workers       int      `json:"workers,omitempty"`
+	Kills         int      `json:"kills,omitempty"`
+	Crashes       int      `json:"unexpected_exits,omitempty"`
+	Counters      Counters `json:"counters"`
+	HandlerMs     float64  `json:"handler_mean_ms,omitempty"` // measured mean simulated handler time
 	// -handler-cpu: the asked CPU time per record and the SHA-256 rounds
 	// it was calibrated to, the same for every run of the phase.
 	HandlerCPUMicros float64 `json:"handler_cpu_us,omitempty"`
@@ -82,9 +92,10 @@ type Result struct {
 	// Evidence is what a failed run leaves for its diagnosis.
 	Evidence *Evidence `json:"evidence,omitempty"`
 
-	hist            *hdrhistogram.Histogram
-	stateDLQ        int  // dead letters of records that found their state out of step
-	statefulIgnored bool // -stateful asked of a mode without state
+	hist             *hdrhistogram.Histogram
+	stateDLQ         int   // dead letters of records that found their state out of step
+	statefulIgnored  bool  // -stateful asked of a mode without state
+	commitIntervalMs int64 // the commit interval asked of the mode (kafka-streams: commit.interval.ms)
 
 	timeline *timeline // inputs accounted for over the run (-plot)
 }

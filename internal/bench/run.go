@@ -48,6 +48,11 @@ type Runner struct {
 	BeforeVerify func(ctx context.Context, job Job) error
 
 	jvm jvmBuilds // the JVM modes' programs, built on first use
+
+	// startDelay holds in-process pipelines back this long after their
+	// start: a test's stand-in for a slow framework start (Kafka Streams'
+	// group join and initTransactions per stream thread).
+	startDelay time.Duration
 }
 
 // buildOutput is where the JVM modes' builds report progress.
@@ -185,7 +190,7 @@ func (r *Runner) backlog(ctx context.Context, cfg Config, suffix string, n int) 
 	})
 	// The production rides out hiccups until -timeout, not forever.
 	pctx, cancelProd := context.WithTimeout(ctx, cfg.Timeout)
-	err = p.run(pctx, n, 0)
+	err = p.run(pctx, 0, n, 0)
 	cancelProd()
 	stop()
 	if err != nil {
