@@ -133,6 +133,7 @@ func (t *trial) stopPipeline(pl running) {
 	case *workerSet:
 		reports := pl.stop(stopTimeout)
 		res.Kills, res.Crashes = pl.restarts()
+		res.CPUSeconds = pl.cpuTime().Seconds()
 		pk := Peaks{}
 		for _, rep := range reports {
 			res.Counters.add(rep.Counters)

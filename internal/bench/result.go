@@ -48,6 +48,10 @@ type Result struct {
 	// began (the fair start): verified, but neither timed nor counted in
 	// the throughput.
 	Primer int `json:"primer,omitempty"`
+	// CPUSeconds is the CPU time (user and system) of the run's worker
+	// processes, every instance and restart (subprocess and JVM modes;
+	// a JVM's includes its start before the clock).
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	// StreamThreads is a kafka-streams instance's num.stream.threads.
 	StreamThreads int `json:"stream_threads,omitempty"`
 	// FirstOutputMs is the time from the run's start (its pipeline
@@ -105,6 +109,9 @@ const (
 	VerdictPass = "PASS" // exactly once, in session order
 	VerdictALO  = "ALO"  // at-least-once mode: nothing lost (duplicates are its nature)
 	VerdictFail = "FAIL"
+	// VerdictDNF: a bounded run (Config.Bounded) that did not finish in
+	// time, whose output so far verified; Failure says how far it got.
+	VerdictDNF = "DNF"
 )
 
 // Failed reports whether the run failed: verification of an exactly-once
@@ -150,6 +157,25 @@ func (r *Result) judge(rep verify.Report, failure string) {
 		r.Verdict = VerdictPass
 	default:
 		r.Verdict = VerdictALO
+	}
+}
+
+// judgeDNF judges a bounded run that did not finish: what it output must
+// hold no duplicate (in an exactly-once mode), no order violation (in an
+// ordered one) and nothing malformed; missing inputs are what it did not
+// get to.
+func (r *Result) judgeDNF(rep verify.Report, failure string) {
+	r.Outputs, r.DLQ = rep.Outputs, rep.DLQ
+	r.Duplicates, r.Lost, r.OrderViolations, r.Malformed = rep.Duplicates, rep.Lost, rep.OrderViolations, rep.Malformed
+	r.ExactlyOnce = false
+	r.Failure = failure
+	dupsJudged := r.Mode.ExactlyOnce() && r.DupsInjected == 0
+	switch {
+	case dupsJudged && rep.Duplicates > 0, r.Mode.ordered() && rep.OrderViolations > 0, rep.Malformed > 0:
+		r.Verdict = VerdictFail
+		r.Failure = failure + "; and what it output is not exactly once: " + rep.String()
+	default:
+		r.Verdict = VerdictDNF
 	}
 }
 

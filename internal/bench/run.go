@@ -143,7 +143,20 @@ func (r *Runner) Run(ctx context.Context, cfg Config) ([]Result, error) {
 			return results, err
 		}
 		results = append(results, res)
-		r.Env.Drop(ctx, t.ownTopics()...)
+		if cfg.DropTopics {
+			r.Env.DropNow(ctx, t.ownTopics()...)
+		} else {
+			r.Env.Drop(ctx, t.ownTopics()...)
+		}
+	}
+	if cfg.DropTopics {
+		var backlogs []string
+		for _, topic := range []string{full, prefix} {
+			if topic != "" {
+				backlogs = append(backlogs, topic)
+			}
+		}
+		r.Env.DropNow(ctx, backlogs...)
 	}
 	setRatios(results)
 	return results, nil
@@ -243,7 +256,11 @@ func (r *Runner) runTrial(ctx context.Context, t *trial) (Result, error) {
 		n := res.Counters.DupsSkipped
 		res.DupsSkipped = &n
 	}
-	res.judge(rep, t.failure)
+	if cfg.Bounded && t.dnf {
+		res.judgeDNF(rep, t.failure)
+	} else {
+		res.judge(rep, t.failure)
+	}
 	if res.Failed() && t.failure == "" {
 		// A FAIL names its records, not only their counts. Duplicates
 		// are judged in exactly-once modes unless each duplicate input

@@ -35,6 +35,7 @@ type trial struct {
 	cpuRounds int // the phase's calibration of Config.HandlerCPU
 
 	failure string    // why the run failed before verification, if it did
+	dnf     bool      // failure is a bound passed (timeout, stall, start-up): Config.Bounded makes it a DNF
 	started time.Time // the run's clock start (the pipeline's release)
 	pr      *message.Printer
 }
@@ -324,12 +325,14 @@ func (t *trial) prime(ctx, runCtx context.Context, obs *observer, pl running, pr
 		case <-tick.C:
 		case <-obs.done:
 		case <-deadline.C:
+			t.dnf = true
 			t.failure = fmt.Sprintf("not started: %d of the %d primer inputs accounted for within %v (first output %s)", obs.accounted.Load(), k, bound, t.firstOutputText(obs))
 			return nil
 		case <-runCtx.Done():
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			t.dnf = true
 			t.failure = fmt.Sprintf("timed out after %v before its start: %d of the %d primer inputs accounted for", t.cfg.Timeout, obs.accounted.Load(), k)
 			return nil
 		case <-pl.stopped():
@@ -375,6 +378,7 @@ func (t *trial) wait(ctx, runCtx context.Context, obs *observer, pl running, pro
 			if n := obs.accounted.Load(); n != lastCount {
 				lastCount, lastChange = n, now
 			} else if now.Sub(lastChange) >= cfg.Stall {
+				t.dnf = true
 				t.failure = fmt.Sprintf("stalled: no input accounted for in %v, %d of %d so far", cfg.Stall, n, t.res.Messages)
 				return nil
 			}
@@ -382,6 +386,7 @@ func (t *trial) wait(ctx, runCtx context.Context, obs *observer, pl running, pro
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			t.dnf = true
 			t.failure = fmt.Sprintf("timed out after %v with %d of %d inputs accounted for", cfg.Timeout, obs.accounted.Load(), t.res.Messages)
 			return nil
 		case <-pl.stopped():
