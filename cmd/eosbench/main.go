@@ -172,7 +172,11 @@ func report(results []bench.Result, o options, stdout io.Writer) error {
 		}
 	}
 	if o.plot != "" {
-		if err := writeFile(o.plot, func(w io.Writer) error { return bench.WritePlot(w, results) }); err != nil {
+		plot := bench.WritePlot
+		if bench.HasScale(results) {
+			plot = bench.WriteScalePlot // a curve per point would be unreadable
+		}
+		if err := writeFile(o.plot, func(w io.Writer) error { return plot(w, results) }); err != nil {
 			return fmt.Errorf("writing the plot: %w", err)
 		}
 	}

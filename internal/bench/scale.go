@@ -16,6 +16,11 @@ import (
 
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // The scale scenario (-scenario scale) sweeps partitions (input and
@@ -263,25 +268,7 @@ type scalePoint struct {
 // (medians when a mode ran more than once). It prints nothing when no
 // scale phase ran.
 func WriteScaleTable(w io.Writer, rs []Result) error {
-	var pts []*scalePoint
-	index := map[string]*scalePoint{}
-	for _, r := range rs {
-		if !strings.HasPrefix(r.Scenario, "scale/") {
-			continue
-		}
-		key := fmt.Sprintf("%d/%d/%s", r.Partitions, r.Workers, r.Mode)
-		p, ok := index[key]
-		if !ok {
-			p = &scalePoint{partitions: r.Partitions, instances: max(1, r.Workers), mode: r.Mode}
-			index[key] = p
-			pts = append(pts, p)
-		}
-		if r.Rate > 0 {
-			p.paced = append(p.paced, r)
-		} else {
-			p.backlog = append(p.backlog, r)
-		}
-	}
+	pts := scalePoints(rs)
 	if len(pts) == 0 {
 		return nil
 	}
@@ -347,4 +334,108 @@ func WriteScaleTable(w io.Writer, rs []Result) error {
 		}
 	}
 	return nil
+}
+
+// HasScale reports whether any result is of a scale phase.
+func HasScale(rs []Result) bool {
+	return slices.ContainsFunc(rs, func(r Result) bool { return strings.HasPrefix(r.Scenario, "scale/") })
+}
+
+// WriteScalePlot draws the sweep as SVG: throughput (backlog phases) and
+// p50 latency at the offered rate (paced phases) against partitions, on
+// log scales, a line per mode and instance count.
+func WriteScalePlot(w io.Writer, rs []Result) error {
+	type key struct {
+		mode      Mode
+		instances int
+	}
+	var keys []key
+	thr, p50 := map[key]plotter.XYs{}, map[key]plotter.XYs{}
+	for _, p := range scalePoints(rs) {
+		k := key{p.mode, p.instances}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+		var t, l []float64
+		for _, r := range p.backlog {
+			if r.Throughput > 0 {
+				t = append(t, r.Throughput)
+			}
+		}
+		for _, r := range p.paced {
+			if r.LatencyP50 > 0 {
+				l = append(l, r.LatencyP50)
+			}
+		}
+		if len(t) > 0 {
+			thr[k] = append(thr[k], plotter.XY{X: float64(p.partitions), Y: median(t)})
+		}
+		if len(l) > 0 {
+			p50[k] = append(p50[k], plotter.XY{X: float64(p.partitions), Y: median(l)})
+		}
+	}
+	panel := func(title, ylabel string, pts map[key]plotter.XYs) (*plot.Plot, error) {
+		p := plot.New()
+		p.Title.Text = title
+		p.X.Label.Text = "partitions (input and output)"
+		p.Y.Label.Text = ylabel
+		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+		p.Legend.Top = true
+		for i, k := range keys {
+			xy := pts[k]
+			if len(xy) == 0 {
+				continue
+			}
+			slices.SortFunc(xy, func(a, b plotter.XY) int { return int(a.X - b.X) })
+			if err := addLine(p, i, fmt.Sprintf("%s × %d", k.mode, k.instances), xy, plotter.NoStep); err != nil {
+				return nil, err
+			}
+		}
+		p.Add(plotter.NewGrid())
+		return p, nil
+	}
+	tp, err := panel("throughput from a backlog", "inputs per second", thr)
+	if err != nil {
+		return err
+	}
+	lp, err := panel("p50 latency at the offered rate", "ms", p50)
+	if err != nil {
+		return err
+	}
+	c := vgsvg.New(30*vg.Centimeter, plotHeight)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Centimeter, PadTop: vg.Millimeter * 5, PadBottom: vg.Millimeter * 5,
+		PadLeft: vg.Millimeter * 5, PadRight: vg.Millimeter * 5}
+	canvases := plot.Align([][]*plot.Plot{{tp, lp}}, tiles, draw.New(c))
+	tp.Draw(canvases[0][0])
+	lp.Draw(canvases[0][1])
+	if _, err := c.WriteTo(w); err != nil {
+		return fmt.Errorf("bench: writing the SVG: %w", err)
+	}
+	return nil
+}
+
+// scalePoints groups the scale phases' results by point and mode, in
+// order of first run.
+func scalePoints(rs []Result) []*scalePoint {
+	var pts []*scalePoint
+	index := map[string]*scalePoint{}
+	for _, r := range rs {
+		if !strings.HasPrefix(r.Scenario, "scale/") {
+			continue
+		}
+		key := fmt.Sprintf("%d/%d/%s", r.Partitions, r.Workers, r.Mode)
+		p, ok := index[key]
+		if !ok {
+			p = &scalePoint{partitions: r.Partitions, instances: max(1, r.Workers), mode: r.Mode}
+			index[key] = p
+			pts = append(pts, p)
+		}
+		if r.Rate > 0 {
+			p.paced = append(p.paced, r)
+		} else {
+			p.backlog = append(p.backlog, r)
+		}
+	}
+	return pts
 }

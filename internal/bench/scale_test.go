@@ -69,7 +69,7 @@ func TestCheckFit(t *testing.T) {
 	require.NoError(t, CheckFit([]Config{many}, roomy, false, false), "remote brokers: their limits are unknown here")
 
 	maps := roomy
-	maps.OpenFiles, maps.MaxMapCount = 1 << 20, 10_000
+	maps.OpenFiles, maps.MaxMapCount = 1<<20, 10_000
 	require.ErrorContains(t, CheckFit([]Config{c}, maps, false, true), "vm.max_map_count")
 
 	small := roomy
@@ -133,4 +133,12 @@ func TestWriteScaleTable(t *testing.T) {
 	buf.Reset()
 	require.NoError(t, WriteScaleTable(&buf, []Result{{Scenario: "default"}}))
 	require.Empty(t, buf.String())
+
+	require.True(t, HasScale([]Result{{Scenario: "default"}, backlog}))
+	require.False(t, HasScale([]Result{{Scenario: "default"}}))
+	wide := backlog
+	wide.Scenario, wide.Partitions, wide.Throughput = "scale/p300/i3", 300, 90_000
+	require.NoError(t, WriteScalePlot(&buf, []Result{backlog, paced, dnf, wide}))
+	require.Contains(t, buf.String(), "<svg")
+	require.Contains(t, buf.String(), "onceflow-session × 3")
 }
