@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,20 +16,42 @@ import (
 	"github.com/onceflow/onceflow/internal/kafkatest"
 )
 
+// built is eosbench built once for the tests that need the binary
+// (builtDir is removed by TestMain).
+var (
+	buildOnce sync.Once
+	builtDir  string
+	built     string
+	buildErr  error
+)
+
 // buildBinary builds eosbench (with the race detector when the tests
-// have it), since the crash scenario's workers are the binary itself.
+// have it), since the crash and scale scenarios' workers are the binary
+// itself. It is built once per test process.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	require.NoError(t, err, "the go command is needed to build the worker binary")
-	bin := filepath.Join(t.TempDir(), "eosbench")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+	buildOnce.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			buildErr = fmt.Errorf("the go command is needed to build the worker binary: %w", err)
+			return
+		}
+		if builtDir, buildErr = os.MkdirTemp("", "eosbench-test-"); buildErr != nil {
+			return
+		}
+		bin := filepath.Join(builtDir, "eosbench")
+		args := []string{"build", "-o", bin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %w: %s", err, out)
+			return
+		}
+		built = bin
+	})
+	require.NoError(t, buildErr)
+	return built
 }
 
 // TestCrashScenario runs the crash scenario small: three workers, one

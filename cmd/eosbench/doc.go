@@ -25,6 +25,8 @@
 //	kafka-streams      Kafka Streams 4.4.0, exactly_once_v2, commit.interval.ms
 //	                   = -commit-interval (100ms, its own EOS default), one stream
 //	                   thread per input partition an instance owns
+//	                   (kafka-streams+cores: one stream thread per core,
+//	                   runtime.NumCPU, instead; other settings its defaults)
 //	parallel-consumer  Confluent Parallel Consumer 0.5.3.2, transactional
 //	                   (PERIODIC_TRANSACTIONAL_PRODUCER), KEY order
 //
@@ -56,7 +58,18 @@
 // they become visible: throughput is inputs over the window from the first
 // input available to the last output visible, and latency is visibility
 // time minus the input's production time (or the run's start, when the
-// input was produced before the run). After each run the output is read
+// input was produced before the run). Every run reports its time to first
+// output (first_output_ms in -json): from its start (the pipeline started,
+// or the JVM released) to its first record visible.
+//
+// The fair start: a paced run (-rate) first writes a primer, the shortest
+// prefix of the inputs whose sessions reach every input partition (at
+// most a tenth of them), and starts its feed and its clock only once every
+// primer input has been output. So every mode's latency counts from the
+// same point, with its group joined, its tasks made and its transactional
+// producers initialised: a mode's start-up (Kafka Streams' is seconds) is
+// not its records' latency. The primer is verified with the rest but not
+// timed and not in rec/s ("primer" in -json). After each run the output is read
 // back read_committed and verified by internal/verify: duplicates, lost
 // inputs and per-session order violations. The exit status is 1 if an
 // exactly-once mode fails verification (or the at-least-once one loses
@@ -101,10 +114,13 @@
 // trip of the transaction it lands in: on the chat scenario set the
 // records' p50 beside the commits' median, which a few slow commits do not
 // pull up as they do the mean. Runs of several workers show the highest of
-// the workers' medians and p99s. For onceflow modes a second line times
+// the workers' medians and p99s. For the Go modes a second line times
 // the client's requests to the brokers by kind, end to end (Produce,
 // TxnOffsetCommit, EndTxn, Metadata, ...; requests in -json): what the
-// round trip is made of. -pipeline n sets onceflow's ring of
+// round trip is made of; request_count and request_bytes in -json total
+// every request but fetches and its bytes both ways. A run of workers
+// reports their CPU seconds (cpu_seconds: user and system, every instance
+// and restart). -pipeline n sets onceflow's ring of
 // transactional producers (processor.WithTransactionPipeline; 0: its
 // default, 2).
 //
@@ -130,6 +146,31 @@
 //	         onceflow must stay exactly-once, alo-raw shows its duplicates
 //	stateful 200,000 records, 1,000 sessions, onceflow-session with
 //	         -stateful and 5% transient faults (1ms retry backoff)
+//	scale    a sweep of partitions (input and output; -scale-partitions,
+//	         default 6,60,300) × instances (subprocess workers;
+//	         -scale-instances, default 1,3) for onceflow-session,
+//	         onceflow-partition, franz-gts and alo-raw; at each point a
+//	         backlog phase of 200,000 records (throughput) and a phase
+//	         paced at -scale-rate (5,000 rec/s) for 10 s (latency, with
+//	         the fair start). -scale-full sweeps 6,60,300,1000 × 1,3,6,12
+//	         and adds kafka-streams. Points with more instances than
+//	         partitions are skipped and named on stderr. A run that does
+//	         not finish within -timeout or -stall is a DNF with how far
+//	         it got, not a FAIL, when its output so far verified. After
+//	         the tables, one table per point and mode: rec/s, p50 and
+//	         p99 at the offered rate, commit round trip (median; Kafka
+//	         Streams: mean), records per transaction, requests and KiB
+//	         per commit (Go modes), peak RSS per instance, CPU seconds
+//	         per million records per instance, time to first output.
+//	         Each run's topics are deleted once it is verified.
+//
+// Before any topic is made, eosbench refuses (exit status 2) counts of
+// zero or less, more -workers than -partitions, and a phase this machine
+// cannot hold: its instances' memory (a JVM instance is counted at 1.25
+// GiB, a Go worker at 160 MiB) beyond MemAvailable, more open files than
+// this process may have, or, with brokers on this machine, more partition
+// replicas at once than a broker's open-file limit (the same ulimit -n)
+// or vm.max_map_count allow (every run's topics of a phase exist at once).
 //
 // -handler-cpu DURATION makes every mode's handler, the baselines' too,
 // spend about that much CPU per record: SHA-256 rounds chained over the

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,11 @@ type options struct {
 
 	// sec is how every client reaches -brokers (TLS, SASL).
 	sec clientsec.Config
+
+	// The scale scenario's grid (-scenario scale).
+	scalePartitions, scaleInstances intList
+	scaleFull                       bool
+	scaleRate                       float64
 }
 
 // newFlagSet binds the flags to cfg and o, with cfg's current values as
@@ -57,12 +63,16 @@ func newFlagSet(cfg *bench.Config, o *options) *flag.FlagSet {
 	fs.BoolVar(&o.version, "version", false, "print eosbench's version (the module version go install built, or (devel), and the VCS revision if stamped) and exit")
 	fs.StringVar(&o.worker, bench.WorkerFlag, "", "internal: run one pipeline `job` (JSON) as a worker")
 	o.sec.RegisterFlags(fs) // -tls*, -sasl-*: for -brokers
+	fs.Var(&o.scalePartitions, "scale-partitions", "-scenario scale: comma-separated partition `counts` (input and output) to sweep (default 6,60,300; -scale-full: 6,60,300,1000)")
+	fs.Var(&o.scaleInstances, "scale-instances", "-scenario scale: comma-separated instance `counts` (subprocess workers) to sweep (default 1,3; -scale-full: 1,3,6,12); points with more instances than partitions are skipped")
+	fs.BoolVar(&o.scaleFull, "scale-full", false, "-scenario scale: the full sweep, partitions 6,60,300,1000 × instances 1,3,6,12, with kafka-streams among the modes (hours on a small machine)")
+	fs.Float64Var(&o.scaleRate, "scale-rate", 5000, "-scenario scale: offered load of the paced phases in `records/s` (each offers it for 10 s)")
 
 	fs.IntVar(&cfg.Messages, "messages", cfg.Messages, "input records")
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "record value `bytes`")
 	fs.IntVar(&cfg.Sessions, "sessions", cfg.Sessions, "sessions (keys); record i belongs to session i%sessions")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "input and output partitions")
-	fs.Var(&modesValue{&cfg.Modes}, "modes", "comma-separated `modes`: alo-raw, franz-gts, onceflow (ordered by -order), onceflow-session, onceflow-partition, onceflow-unordered, kafka-streams, parallel-consumer (JVM subprocesses, built with Maven on first use); an onceflow mode suffixed +metrics, +tracing or +obs (both) runs instrumented, +guard with processor.WithPositionGuard, to measure the cost beside the plain mode")
+	fs.Var(&modesValue{&cfg.Modes}, "modes", "comma-separated `modes`: alo-raw, franz-gts, onceflow (ordered by -order), onceflow-session, onceflow-partition, onceflow-unordered, kafka-streams (kafka-streams+cores: a stream thread per core instead of one per partition), parallel-consumer (JVM subprocesses, built with Maven on first use); an onceflow mode suffixed +metrics, +tracing or +obs (both) runs instrumented, +guard with processor.WithPositionGuard, to measure the cost beside the plain mode")
 	fs.StringVar(&cfg.GroupProtocol, "group-protocol", cfg.GroupProtocol, "consumer group protocol of every mode: classic, or consumer (KIP-848, Kafka 4.0+; franz-go's ServerSideBalancer for the baselines)")
 	fs.IntVar(&cfg.Count, "count", cfg.Count, "run the modes `n` times over, interleaved (A B A B for -modes A,B and -count 2), each run verified; modes are compared by the medians of their runs (the presets other than default: 1)")
 	fs.Var(&orderValue{&cfg.Order}, "order", "ordering of mode onceflow: `session|partition|none`")
@@ -108,28 +118,93 @@ func usage(fs *flag.FlagSet) {
 }
 
 // phases returns the scenario's phases with the explicit flags applied to
-// each; phases the flags made identical run once.
-func phases(args []string, scenario string) ([]bench.Config, error) {
-	presets, err := bench.Scenario(scenario)
+// each; phases the flags made identical run once. notes say what a sweep
+// left out.
+func phases(args []string, scenario string) (out []bench.Config, notes []string, err error) {
+	presets, notes, err := presetsFor(args, scenario)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []bench.Config
 	for _, ph := range presets {
 		var ignored options
 		fs := newFlagSet(&ph, &ignored)
 		fs.SetOutput(io.Discard)
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := ph.Validate(); err != nil {
-			return nil, fmt.Errorf("%s: %w", ph.Scenario, err)
+			return nil, nil, fmt.Errorf("%s: %w", ph.Scenario, err)
 		}
 		if !duplicate(out, ph) {
 			out = append(out, ph)
 		}
 	}
-	return out, nil
+	return out, notes, nil
+}
+
+// presetsFor returns a scenario's presets; the scale scenario's grid comes
+// from the -scale-* flags in args.
+func presetsFor(args []string, scenario string) ([]bench.Config, []string, error) {
+	if scenario != "scale" {
+		ps, err := bench.Scenario(scenario)
+		return ps, nil, err
+	}
+	var o options
+	cfg := bench.Default()
+	fs := newFlagSet(&cfg, &o)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	sw := bench.DefaultScaleSweep(o.scaleFull)
+	if o.scalePartitions != nil {
+		sw.Partitions = o.scalePartitions
+	}
+	if o.scaleInstances != nil {
+		sw.Instances = o.scaleInstances
+	}
+	sw.Rate = o.scaleRate
+	ps, skipped, err := bench.ScalePhases(bench.ScaleBase(o.scaleFull), sw)
+	var notes []string
+	for _, s := range skipped {
+		notes = append(notes, fmt.Sprintf("scale: %d partitions × %d instances skipped: %s", s.Partitions, s.Instances, s.Why))
+	}
+	return ps, notes, err
+}
+
+// intList is a comma-separated list of integers (a flag.Value); nil until
+// set.
+type intList []int
+
+func (l *intList) String() string {
+	if l == nil {
+		return ""
+	}
+	ss := make([]string, len(*l))
+	for i, n := range *l {
+		ss[i] = strconv.Itoa(n)
+	}
+	return strings.Join(ss, ",")
+}
+
+func (l *intList) Set(s string) error {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return fmt.Errorf("want a comma-separated list of counts, such as 6,60,300")
+	}
+	*l = out
+	return nil
 }
 
 func duplicate(have []bench.Config, c bench.Config) bool {

@@ -30,15 +30,15 @@ func TestHandlerCPUFlag(t *testing.T) {
 		if len(tc.args) > 1 && tc.args[0] == "-scenario" {
 			scenario = tc.args[1]
 		}
-		phs, err := phases(tc.args, scenario)
+		phs, _, err := phases(tc.args, scenario)
 		require.NoError(t, err, tc.args)
 		require.Len(t, phs, 1, tc.args)
 		require.Equal(t, tc.want, phs[0].HandlerCPU, tc.args)
 	}
-	phs, err := phases([]string{"-scenario", "cpu", "-count", "1"}, "cpu")
+	phs, _, err := phases([]string{"-scenario", "cpu", "-count", "1"}, "cpu")
 	require.NoError(t, err)
 	require.Equal(t, 1, phs[0].Count, "explicit flags override the preset's 3 runs")
-	_, err = phases([]string{"-handler-cpu", "-1us"}, "default")
+	_, _, err = phases([]string{"-handler-cpu", "-1us"}, "default")
 	require.ErrorContains(t, err, "-handler-cpu")
 }
 

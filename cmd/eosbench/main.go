@@ -60,8 +60,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if o.worker != "" {
 		return runWorker(ctx, o.worker, stdin, stdout, log)
 	}
-	phs, err := phases(args, o.scenario)
+	phs, notes, err := phases(args, o.scenario)
 	if err != nil {
+		fmt.Fprintln(stderr, "eosbench:", err)
+		return 2
+	}
+	for _, n := range notes {
+		fmt.Fprintln(stderr, "eosbench:", n)
+	}
+	// Before any topic is made: a phase the machine cannot hold (memory,
+	// open files, the brokers' files and maps when they run here).
+	brokers := brokerList(o.brokers)
+	if err := bench.CheckFit(phs, bench.ThisMachine(), len(brokers) == 0, bench.LocalBrokers(brokers)); err != nil {
 		fmt.Fprintln(stderr, "eosbench:", err)
 		return 2
 	}
@@ -162,7 +172,11 @@ func report(results []bench.Result, o options, stdout io.Writer) error {
 		}
 	}
 	if o.plot != "" {
-		if err := writeFile(o.plot, func(w io.Writer) error { return bench.WritePlot(w, results) }); err != nil {
+		plot := bench.WritePlot
+		if bench.HasScale(results) {
+			plot = bench.WriteScalePlot // a curve per point would be unreadable
+		}
+		if err := writeFile(o.plot, func(w io.Writer) error { return plot(w, results) }); err != nil {
 			return fmt.Errorf("writing the plot: %w", err)
 		}
 	}

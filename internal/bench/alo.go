@@ -23,6 +23,7 @@ type aloPipeline struct {
 	job Job
 	w   *work
 	log *slog.Logger
+	rt  *requestTimes // nil in tests that build the pipeline bare
 
 	retries atomic.Int64
 	// commits has each commit's flush and offset commit.
@@ -35,6 +36,7 @@ type aloPipeline struct {
 func (a *aloPipeline) counters() Counters {
 	c := Counters{Retries: a.retries.Load()}
 	c.setCommits(&a.commits)
+	a.rt.setCounters(&c)
 	return a.w.count(c)
 }
 
@@ -61,7 +63,7 @@ func (a *aloPipeline) run(ctx context.Context) error {
 		// duplicate even without a crash.
 		kgo.BlockRebalanceOnPoll(),
 		kgo.DefaultProduceTopic(job.Output),
-	}, append(job.groupOpts(), job.clientOpts()...)...)...)
+	}, append(append(job.groupOpts(), job.clientOpts()...), a.rt.opts()...)...)...)
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,14 @@ func TestModes(t *testing.T) {
 	require.Equal(t, []Mode{ModeALO, ModeGTS, ModeOnceflow}, ms)
 	_, err = ParseModes("alo-raw,nope")
 	require.Error(t, err)
+	ms, err = ParseModes("kafka-streams,kafka-streams+cores")
+	require.NoError(t, err)
+	require.Equal(t, ModeKafkaStreams, ms[1].base())
+	require.True(t, ms[1].jvm())
+	for _, bad := range []string{"onceflow-session+cores", "kafka-streams+obs", "franz-gts+cores"} {
+		_, err = ParseModes(bad)
+		require.Error(t, err, bad)
+	}
 	require.Equal(t, ModeUnordered, ModeOnceflow.resolve(processor.Unordered))
 	require.Equal(t, ModeSession, ModeOnceflow.resolve(processor.OrderBySession))
 	require.Equal(t, ModeGTS, ModeGTS.resolve(processor.Unordered))

@@ -82,6 +82,18 @@ type Config struct {
 	// is being produced, and restarts it under the same instance ID.
 	KillEvery time.Duration
 
+	// DropTopics deletes each run's topics once it is verified, and the
+	// phase's backlog once the phase is done, on real brokers too (which
+	// otherwise keep them until the invocation ends): the scale sweep
+	// would otherwise hold every point's partitions at once.
+	DropTopics bool
+	// Bounded makes a run that does not finish within -timeout or -stall
+	// (or does not start within its start-up bound) a DNF, reported with
+	// how far it got, rather than a FAIL, when what it did output
+	// verified (no duplicates, no order violations): the scale sweep
+	// reports a peer that cannot keep up instead of failing.
+	Bounded bool
+
 	// Anchors are published figures shown beside a mode's result.
 	Anchors map[Mode]Anchor
 }
@@ -122,6 +134,8 @@ func (c *Config) Validate() error {
 		return errors.New("-group-protocol must be classic or consumer")
 	case c.KillEvery > 0 && c.Workers == 0:
 		return errors.New("-kill-every needs -workers")
+	case c.Workers > c.Partitions:
+		return fmt.Errorf("-workers %d is more instances than -partitions %d: the extra instances would own nothing", c.Workers, c.Partitions)
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ type gtsPipeline struct {
 	job Job
 	w   *work
 	log *slog.Logger
+	rt  *requestTimes // nil in tests that build the pipeline bare
 
 	aborts, retries atomic.Int64
 	// commits has each committed transaction's flush and End.
@@ -38,6 +39,7 @@ type gtsPipeline struct {
 func (g *gtsPipeline) counters() Counters {
 	c := Counters{Aborts: g.aborts.Load(), Retries: g.retries.Load()}
 	c.setCommits(&g.commits)
+	g.rt.setCounters(&c)
 	return g.w.count(c)
 }
 
@@ -59,7 +61,7 @@ func (g *gtsPipeline) run(ctx context.Context) error {
 		kgo.SessionTimeout(job.SessionTimeout),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DefaultProduceTopic(job.Output),
-	}, append(job.groupOpts(), job.clientOpts()...)...)...)
+	}, append(append(job.groupOpts(), job.clientOpts()...), g.rt.opts()...)...)...)
 	if err != nil {
 		return err
 	}

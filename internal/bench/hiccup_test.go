@@ -74,7 +74,7 @@ func produceInput(t *testing.T, seeds []string, opts ...kgo.Opt) {
 	p, err := newProducer(seeds, append(quick(), opts...), "in", 10, 100, log)
 	require.NoError(t, err)
 	defer p.close()
-	require.NoError(t, p.run(ctx, hiccupInputs, 0))
+	require.NoError(t, p.run(ctx, 0, hiccupInputs, 0))
 	ch, _, err := verifyOutput(ctx, log, seeds, nil, "in", "dlq", hiccupInputs, -1)
 	require.NoError(t, err)
 	rep := ch.Report()

@@ -34,7 +34,7 @@ type producer struct {
 
 	mu       sync.Mutex
 	err      error
-	first    time.Time // ProducedAt of record 0
+	first    time.Time // ProducedAt of the first record run produced (after any primer)
 	produced int
 }
 
@@ -74,14 +74,15 @@ func (p *producer) promise(_ *kgo.Record, err error) {
 	}
 }
 
-// produce writes IDs [from, to) now.
-func (p *producer) produce(ctx context.Context, from, to int) {
+// produce writes IDs [from, to) now; a primer's records (see primerSize)
+// do not start the timed window.
+func (p *producer) produce(ctx context.Context, from, to int, primer bool) {
 	now := time.Now()
-	if from == 0 {
-		p.mu.Lock()
+	p.mu.Lock()
+	if p.first.IsZero() && !primer {
 		p.first = now
-		p.mu.Unlock()
 	}
+	p.mu.Unlock()
 	for id := from; id < to; id++ {
 		r := inputRecord(id, p.sessions, p.size, now)
 		if p.dups == nil {
@@ -101,26 +102,26 @@ func (p *producer) produce(ctx context.Context, from, to int) {
 	p.mu.Unlock()
 }
 
-// run writes n records at rate records/s (as fast as possible when rate
-// is 0) and waits until all are acknowledged.
-func (p *producer) run(ctx context.Context, n int, rate float64) error {
+// run writes IDs [from, n) at rate records/s (as fast as possible when
+// rate is 0) and waits until all are acknowledged.
+func (p *producer) run(ctx context.Context, from, n int, rate float64) error {
 	if rate <= 0 {
-		p.produce(ctx, 0, n)
+		p.produce(ctx, from, n, false)
 	} else {
 		// Catch up to rate×elapsed every tick rather than sleeping per
 		// record: timers cannot wake 50,000 times a second.
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
-		start, sent := time.Now(), 0
+		start, sent := time.Now(), from
 		for sent < n {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-tick.C:
 			}
-			due := min(n, int(rate*time.Since(start).Seconds())+1)
+			due := min(n, from+int(rate*time.Since(start).Seconds())+1)
 			if due > sent {
-				p.produce(ctx, sent, due)
+				p.produce(ctx, sent, due, false)
 				sent = due
 			}
 		}
@@ -133,10 +134,49 @@ func (p *producer) run(ctx context.Context, n int, rate float64) error {
 	return p.err
 }
 
-// status returns the time of the first record and how many were handed
-// to the client so far.
+// prime writes the primer, IDs [0, k), at once and waits until they are
+// acknowledged.
+func (p *producer) prime(ctx context.Context, k int) error {
+	p.produce(ctx, 0, k, true)
+	if err := p.cl.Flush(ctx); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// status returns the time of the first timed record (after the primer)
+// and how many were handed to the client so far.
 func (p *producer) status() (first time.Time, produced int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.first, p.produced
+}
+
+// primerSize is how many inputs a paced run produces before its clock
+// starts (the fair-start rule, docs/benchmarks.md): the shortest prefix of
+// IDs 0..n-1 whose sessions reach every input partition that any session
+// reaches (under the producer's key hashing, Kafka's murmur2), so that every
+// partition, and every task or stream thread that owns one, has produced
+// output before timed input arrives. It is at most a tenth of the inputs
+// (at least 1): the rest are what the run measures.
+func primerSize(n, sessions, partitions int) int {
+	if n <= 0 || partitions <= 0 {
+		return 0
+	}
+	limit := max(1, n/10)
+	part := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	reachable := map[int]bool{}
+	for s := range min(sessions, n) {
+		reachable[part.Partition(&kgo.Record{Key: SessionKey(s)}, partitions)] = true
+	}
+	seen := map[int]bool{}
+	for id := range min(n, limit) {
+		seen[part.Partition(&kgo.Record{Key: SessionKey(id % sessions)}, partitions)] = true
+		if len(seen) == len(reachable) {
+			return id + 1
+		}
+	}
+	return limit
 }

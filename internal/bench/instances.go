@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"runtime"
 	"time"
 )
 
@@ -55,6 +56,12 @@ func (t *trial) prepareJVM(ctx context.Context) (*workerSet, error) {
 	}
 	n := max(1, t.cfg.Workers)
 	threads := jvmThreads(t.cfg.Partitions, n)
+	if t.res.Mode.suffix() == CoresSuffix {
+		threads = runtime.NumCPU()
+	}
+	if app.dir == "kstreams" {
+		t.res.StreamThreads = threads
+	}
 	verbose := t.r.Log.Enabled(ctx, slog.LevelInfo)
 	command := func(job Job, held bool) *exec.Cmd {
 		return jvmCommand(app, cp, job, threads, t.cfg.Sessions, held, verbose)
@@ -88,9 +95,17 @@ func (t *trial) startPipeline(ctx context.Context, prepared *workerSet) (running
 	// so that its shutdown commit is part of every run.
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ip := &inProcess{p: p, cancel: cancel, exited: make(chan struct{}), peaks: startPeaks()}
+	delay := t.r.startDelay
 	go func() {
+		defer close(ip.exited)
+		if delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-pctx.Done():
+				return
+			}
+		}
 		ip.err = p.run(pctx)
-		close(ip.exited)
 	}()
 	return ip, nil
 }
@@ -118,6 +133,7 @@ func (t *trial) stopPipeline(pl running) {
 	case *workerSet:
 		reports := pl.stop(stopTimeout)
 		res.Kills, res.Crashes = pl.restarts()
+		res.CPUSeconds = pl.cpuTime().Seconds()
 		pk := Peaks{}
 		for _, rep := range reports {
 			res.Counters.add(rep.Counters)

@@ -50,11 +50,15 @@ const (
 	TracingSuffix = "+tracing"
 	GuardSuffix   = "+guard"
 	FixedSuffix   = "+fixed"
+	// CoresSuffix is kafka-streams's only twin: as many stream threads
+	// per instance as the machine has cores (runtime.NumCPU), instead of
+	// one per input partition the instance owns.
+	CoresSuffix = "+cores"
 )
 
 // suffix is the mode's twin suffix, or "".
 func (m Mode) suffix() string {
-	for _, s := range []string{ObserveSuffix, MetricsSuffix, TracingSuffix, GuardSuffix, FixedSuffix} {
+	for _, s := range []string{ObserveSuffix, MetricsSuffix, TracingSuffix, GuardSuffix, FixedSuffix, CoresSuffix} {
 		if strings.HasSuffix(string(m), s) {
 			return s
 		}
@@ -85,6 +89,8 @@ func (m Mode) instruments() string {
 		return "the position guard"
 	case FixedSuffix:
 		return "a fixed commit interval"
+	case CoresSuffix:
+		return "a stream thread per core"
 	}
 	return "metrics and tracing"
 }
@@ -109,7 +115,11 @@ func ParseModes(s string) ([]Mode, error) {
 		if !known {
 			return nil, fmt.Errorf("unknown mode %q (want one of %s)", m, joinModes(AllModes()))
 		}
-		if m.observed() && !m.base().onceflow() {
+		if m.suffix() == CoresSuffix {
+			if m.base() != ModeKafkaStreams {
+				return nil, fmt.Errorf("mode %q: only kafka-streams has the twin %s", m, CoresSuffix)
+			}
+		} else if m.observed() && !m.base().onceflow() {
 			return nil, fmt.Errorf("mode %q: only onceflow modes have twins (%s, %s, %s, %s, %s)", m, ObserveSuffix, MetricsSuffix, TracingSuffix, GuardSuffix, FixedSuffix)
 		}
 		out = append(out, m)

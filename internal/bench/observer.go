@@ -23,6 +23,7 @@ type observer struct {
 	cl     *kgo.Client
 	dlq    string
 	target int       // inputs awaited: IDs 0..target-1
+	primer int       // IDs 0..primer-1 are a paced run's primer: accounted for, not timed
 	floor  time.Time // latency counts from max(ProducedAt, floor)
 	start  time.Time // the run's start, origin of the timeline
 	log    *slog.Logger
@@ -36,7 +37,10 @@ type observer struct {
 	seen []bool
 	hist *hdrhistogram.Histogram // microseconds
 	last time.Time               // when the last awaited input became visible
-	tl   timeline                // inputs accounted for per timelineStep since start
+	// firstOutput is when the first record (output or dead letter)
+	// became visible, in nanoseconds since the Unix epoch (0: none yet).
+	firstOutput atomic.Int64
+	tl          timeline // inputs accounted for per timelineStep since start
 }
 
 // Latencies are recorded in microseconds, from 1µs to 1h, to 3 digits.
@@ -44,7 +48,7 @@ func newHistogram() *hdrhistogram.Histogram {
 	return hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)
 }
 
-func startObserver(ctx context.Context, brokers []string, opts []kgo.Opt, output, dlq string, target int, start, floor time.Time, log *slog.Logger) (*observer, error) {
+func startObserver(ctx context.Context, brokers []string, opts []kgo.Opt, output, dlq string, target, primer int, start, floor time.Time, log *slog.Logger) (*observer, error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumeTopics(output, dlq),
@@ -58,7 +62,7 @@ func startObserver(ctx context.Context, brokers []string, opts []kgo.Opt, output
 		return nil, err
 	}
 	o := &observer{
-		cl: cl, dlq: dlq, target: target, start: start, floor: floor, log: log,
+		cl: cl, dlq: dlq, target: target, primer: primer, start: start, floor: floor, log: log,
 		done: make(chan struct{}), seen: make([]bool, target), hist: newHistogram(),
 	}
 	o.wg.Add(1)
@@ -84,6 +88,7 @@ func (o *observer) poll(ctx context.Context) {
 }
 
 func (o *observer) observe(r *kgo.Record, now time.Time) {
+	o.firstOutput.CompareAndSwap(0, now.UnixNano())
 	isDLQ := r.Topic == o.dlq
 	if isDLQ {
 		o.deadLetters.Add(1)
@@ -96,7 +101,7 @@ func (o *observer) observe(r *kgo.Record, now time.Time) {
 	}
 	o.seen[p.ID] = true
 	lat := time.Duration(-1)
-	if !isDLQ {
+	if !isDLQ && p.ID >= uint64(o.primer) {
 		from := p.ProducedAt
 		if from.Before(o.floor) {
 			from = o.floor

@@ -109,7 +109,7 @@ func (o *onceflowPipeline) counters() Counters {
 	return o.w.count(Counters{Commits: s.Commits, CommitNanos: int64(s.CommitTime),
 		CommitP50: int64(s.CommitTimeMedian), CommitP99: int64(s.CommitTimeP99), CommitMax: int64(s.CommitTimeMax),
 		Aborts: s.Aborts, Retries: s.Retries, Rebuilds: s.Rebuilds, Spans: o.obs.spans.Load(), DupsSkipped: s.DuplicatesSkipped,
-		Requests: o.rt.summary()})
+		Requests: o.rt.summary(), RequestCount: o.rt.count.Load(), RequestBytes: o.rt.bytes.Load()})
 }
 
 // stateOutOfStep starts the error of a record whose session counter is not

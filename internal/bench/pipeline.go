@@ -92,6 +92,10 @@ type Counters struct {
 	// Requests times onceflow's requests to the brokers by kind (end to
 	// end as the client sees them): what its commits are made of.
 	Requests map[string]RequestTime `json:"requests,omitempty"`
+	// RequestCount and RequestBytes total the pipeline's requests but
+	// fetches, and their bytes written and read (Go modes only).
+	RequestCount int64 `json:"request_count,omitempty"`
+	RequestBytes int64 `json:"request_bytes,omitempty"`
 
 	Sleeps     int64 `json:"handler_sleeps,omitempty"`   // simulated handler calls that slept
 	SleptNanos int64 `json:"handler_slept_ns,omitempty"` // their total sleep, as measured
@@ -121,6 +125,8 @@ func (c *Counters) add(o Counters) {
 		s.P50, s.P99 = max(s.P50, t.P50), max(s.P99, t.P99)
 		c.Requests[name] = s
 	}
+	c.RequestCount += o.RequestCount
+	c.RequestBytes += o.RequestBytes
 	c.DupsSkipped += o.DupsSkipped
 	c.Sleeps += o.Sleeps
 	c.SleptNanos += o.SleptNanos
@@ -168,9 +174,9 @@ func newPipeline(job Job, log *slog.Logger) (pipeline, error) {
 	w := newWork(job.Latency, job.CPURounds, job.FaultRate, job.Messages)
 	switch job.Mode.base() {
 	case ModeALO:
-		return &aloPipeline{job: job, w: w, log: log}, nil
+		return &aloPipeline{job: job, w: w, log: log, rt: newRequestTimes()}, nil
 	case ModeGTS:
-		return &gtsPipeline{job: job, w: w, log: log}, nil
+		return &gtsPipeline{job: job, w: w, log: log, rt: newRequestTimes()}, nil
 	case ModeSession, ModePartition, ModeUnordered:
 		return newOnceflow(job, w, log)
 	}

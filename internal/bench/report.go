@@ -15,7 +15,7 @@ import (
 // ours, failures and resource peaks.
 func WriteTable(w io.Writer, rs []Result) error {
 	pr := message.NewPrinter(language.English) // thousands separators
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTabWriter(w)
 	fmt.Fprintln(tw, "scenario\tmode\trun\tinputs\tsecs\trec/s\t×gts\t×alo\tp50 ms\tp90 ms\tp99 ms\tmax ms\toutputs\tdlq\tdup\tlost\torder\tcores us/all\tverdict\t")
 	for _, r := range rs {
 		pr.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.0f\t%s\t%s\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n",
@@ -51,14 +51,18 @@ func WriteTable(w io.Writer, rs []Result) error {
 		}
 		notes(pr, w, who, r)
 	}
-	return nil
+	return WriteScaleTable(w, rs)
+}
+
+func newTabWriter(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 }
 
 // writeSummaryTable prints one row per mode: its runs' median throughput
 // and range, the ratios of medians, and how many runs verified exactly
 // once.
 func writeSummaryTable(w io.Writer, pr *message.Printer, ss []Summary) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := newTabWriter(w)
 	fmt.Fprintln(tw, "scenario\tmode\truns\tmedian rec/s\tmin rec/s\tmax rec/s\t×gts\t×alo\texactly once\tverdict\t")
 	for _, s := range ss {
 		pr.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f\t%s\t%s\t%d/%d\t%s\t\n",
@@ -135,6 +139,16 @@ func notes(pr *message.Printer, w io.Writer, who string, r Result) {
 	}
 	if r.Capped {
 		pr.Fprintf(w, "%s: run on the first %d inputs only (-baseline-messages)\n", who, r.Messages)
+	}
+	if r.StreamThreads > 0 {
+		pr.Fprintf(w, "%s: Kafka Streams exactly_once_v2, num.stream.threads %d per instance, commit.interval.ms %d, other settings its defaults\n", who, r.StreamThreads, r.commitIntervalMs)
+	}
+	if r.FirstOutputMs > 0 {
+		pr.Fprintf(w, "%s: first output %.0f ms after the start", who, r.FirstOutputMs)
+		if r.Primer > 0 {
+			pr.Fprintf(w, "; the %d primer inputs were output before the timed feed began (fair start: not timed, not in rec/s)", r.Primer)
+		}
+		fmt.Fprintln(w)
 	}
 	if r.Stateful {
 		pr.Fprintf(w, "%s: stateful: per-session counters in the state store, %d of %d sessions wrong in the changelog (state_violations)\n", who, r.StateViolations, r.Sessions)

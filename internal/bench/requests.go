@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,6 +20,11 @@ import (
 // when a produce is refused (CONCURRENT_TRANSACTIONS among them). It is a
 // franz-go hook on every client of the pipeline.
 type requestTimes struct {
+	// count and bytes total every request but fetches (the reading) and
+	// their bytes both ways: what the pipeline's writing and committing
+	// cost the brokers, per commit in the scale table.
+	count, bytes atomic.Int64
+
 	mu    sync.Mutex
 	times map[int16]*durations.Recorder
 	errs  map[int16]int64
@@ -37,6 +43,10 @@ func newRequestTimes() *requestTimes {
 
 // OnBrokerE2E implements kgo.HookBrokerE2E.
 func (rt *requestTimes) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key != int16(kmsg.Fetch) {
+		rt.count.Add(1)
+		rt.bytes.Add(int64(e2e.BytesWritten + e2e.BytesRead))
+	}
 	r, ok := rt.times[key]
 	if !ok {
 		return
@@ -70,6 +80,23 @@ func (rt *requestTimes) summary() map[string]RequestTime {
 		out[kmsg.NameForKey(key)] = RequestTime{Count: s.Count, P50: int64(s.P50), P99: int64(s.P99), Errors: rt.errs[key]}
 	}
 	return out
+}
+
+// opts hooks rt into a client (nil: nothing).
+func (rt *requestTimes) opts() []kgo.Opt {
+	if rt == nil {
+		return nil
+	}
+	return []kgo.Opt{kgo.WithHooks(rt)}
+}
+
+// setCounters sets c's request figures from rt (nil: none).
+func (rt *requestTimes) setCounters(c *Counters) {
+	if rt == nil {
+		return
+	}
+	c.Requests = rt.summary()
+	c.RequestCount, c.RequestBytes = rt.count.Load(), rt.bytes.Load()
 }
 
 // requestsLine formats the times for the report, in timedKeys' order.

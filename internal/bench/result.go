@@ -39,16 +39,30 @@ type Result struct {
 	// mode listed again in Config.Modes).
 	Run int `json:"run"`
 
-	Verdict   string   `json:"verdict"` // PASS, ALO (at-least-once kept) or FAIL
-	Failure   string   `json:"failure,omitempty"`
-	Malformed int      `json:"malformed,omitempty"`
-	Capped    bool     `json:"capped,omitempty"` // a baseline run on the first inputs only
-	Rate      float64  `json:"offered_rate,omitempty"`
-	Workers   int      `json:"workers,omitempty"`
-	Kills     int      `json:"kills,omitempty"`
-	Crashes   int      `json:"unexpected_exits,omitempty"`
-	Counters  Counters `json:"counters"`
-	HandlerMs float64  `json:"handler_mean_ms,omitempty"` // measured mean simulated handler time
+	Verdict   string `json:"verdict"` // PASS, ALO (at-least-once kept) or FAIL
+	Failure   string `json:"failure,omitempty"`
+	Malformed int    `json:"malformed,omitempty"`
+	Capped    bool   `json:"capped,omitempty"` // a baseline run on the first inputs only
+	// Primer is how many of a paced run's inputs (IDs 0..Primer-1) were
+	// written before its clock started and output before the timed feed
+	// began (the fair start): verified, but neither timed nor counted in
+	// the throughput.
+	Primer int `json:"primer,omitempty"`
+	// CPUSeconds is the CPU time (user and system) of the run's worker
+	// processes, every instance and restart (subprocess and JVM modes;
+	// a JVM's includes its start before the clock).
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	// StreamThreads is a kafka-streams instance's num.stream.threads.
+	StreamThreads int `json:"stream_threads,omitempty"`
+	// FirstOutputMs is the time from the run's start (its pipeline
+	// started or released) to its first output becoming visible.
+	FirstOutputMs float64  `json:"first_output_ms,omitempty"`
+	Rate          float64  `json:"offered_rate,omitempty"`
+	Workers       int      `json:"workers,omitempty"`
+	Kills         int      `json:"kills,omitempty"`
+	Crashes       int      `json:"unexpected_exits,omitempty"`
+	Counters      Counters `json:"counters"`
+	HandlerMs     float64  `json:"handler_mean_ms,omitempty"` // measured mean simulated handler time
 	// -handler-cpu: the asked CPU time per record and the SHA-256 rounds
 	// it was calibrated to, the same for every run of the phase.
 	HandlerCPUMicros float64 `json:"handler_cpu_us,omitempty"`
@@ -82,9 +96,10 @@ type Result struct {
 	// Evidence is what a failed run leaves for its diagnosis.
 	Evidence *Evidence `json:"evidence,omitempty"`
 
-	hist            *hdrhistogram.Histogram
-	stateDLQ        int  // dead letters of records that found their state out of step
-	statefulIgnored bool // -stateful asked of a mode without state
+	hist             *hdrhistogram.Histogram
+	stateDLQ         int   // dead letters of records that found their state out of step
+	statefulIgnored  bool  // -stateful asked of a mode without state
+	commitIntervalMs int64 // the commit interval asked of the mode (kafka-streams: commit.interval.ms)
 
 	timeline *timeline // inputs accounted for over the run (-plot)
 }
@@ -94,6 +109,9 @@ const (
 	VerdictPass = "PASS" // exactly once, in session order
 	VerdictALO  = "ALO"  // at-least-once mode: nothing lost (duplicates are its nature)
 	VerdictFail = "FAIL"
+	// VerdictDNF: a bounded run (Config.Bounded) that did not finish in
+	// time, whose output so far verified; Failure says how far it got.
+	VerdictDNF = "DNF"
 )
 
 // Failed reports whether the run failed: verification of an exactly-once
@@ -139,6 +157,25 @@ func (r *Result) judge(rep verify.Report, failure string) {
 		r.Verdict = VerdictPass
 	default:
 		r.Verdict = VerdictALO
+	}
+}
+
+// judgeDNF judges a bounded run that did not finish: what it output must
+// hold no duplicate (in an exactly-once mode), no order violation (in an
+// ordered one) and nothing malformed; missing inputs are what it did not
+// get to.
+func (r *Result) judgeDNF(rep verify.Report, failure string) {
+	r.Outputs, r.DLQ = rep.Outputs, rep.DLQ
+	r.Duplicates, r.Lost, r.OrderViolations, r.Malformed = rep.Duplicates, rep.Lost, rep.OrderViolations, rep.Malformed
+	r.ExactlyOnce = false
+	r.Failure = failure
+	dupsJudged := r.Mode.ExactlyOnce() && r.DupsInjected == 0
+	switch {
+	case dupsJudged && rep.Duplicates > 0, r.Mode.ordered() && rep.OrderViolations > 0, rep.Malformed > 0:
+		r.Verdict = VerdictFail
+		r.Failure = failure + "; and what it output is not exactly once: " + rep.String()
+	default:
+		r.Verdict = VerdictDNF
 	}
 }
 

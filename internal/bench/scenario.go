@@ -36,7 +36,7 @@ const pcSource = "Confluent Parallel Consumer"
 
 // ScenarioNames lists the presets.
 func ScenarioNames() []string {
-	return []string{"default", "chat", "load", "pc", "io", "cpu", "churn", "crash", "stateful"}
+	return []string{"default", "chat", "load", "pc", "io", "cpu", "churn", "crash", "stateful", "scale"}
 }
 
 // Scenario returns the phases of a named preset, built on Default.
@@ -83,6 +83,9 @@ func Scenario(name string) ([]Config, error) {
 		c.Modes = []Mode{ModeSession, ModeALO}
 		c.Workers, c.KillEvery = 3, 3*time.Second
 		return []Config{c}, nil
+	case "scale":
+		phases, _, err := ScalePhases(scaleBase(c, false), DefaultScaleSweep(false))
+		return phases, err
 	case "stateful":
 		c.Scenario, c.Messages, c.Sessions, c.Partitions = "stateful", 200_000, 1000, 6
 		c.Modes = []Mode{ModeSession}

@@ -34,7 +34,9 @@ type trial struct {
 
 	cpuRounds int // the phase's calibration of Config.HandlerCPU
 
-	failure string // why the run failed before verification, if it did
+	failure string    // why the run failed before verification, if it did
+	dnf     bool      // failure is a bound passed (timeout, stall, start-up): Config.Bounded makes it a DNF
+	started time.Time // the run's clock start (the pipeline's release)
 	pr      *message.Printer
 }
 
@@ -68,6 +70,10 @@ func newTrial(r *Runner, cfg Config, mode Mode, run int, shared string, cpuRound
 		res.DupRate, res.DupsInjected = cfg.DupRate, newDupSchedule(cfg.DupRate, res.Messages).injected()
 	}
 	res.Run = run
+	res.commitIntervalMs = cfg.CommitInterval.Milliseconds()
+	if cfg.Rate > 0 {
+		res.Primer = primerSize(res.Messages, cfg.Sessions, cfg.Partitions)
+	}
 	if cpuRounds > 0 {
 		res.HandlerCPUMicros, res.HandlerCPURounds = float64(cfg.HandlerCPU)/float64(time.Microsecond), cpuRounds
 	}
@@ -198,12 +204,13 @@ func (t *trial) run(ctx context.Context) error {
 	}
 
 	start := time.Now()
+	t.started = start
 	cpu0 := sampleCPU()
 	floor := start // backlog: latency counts from when the run could start
 	if live {
 		floor = time.Time{}
 	}
-	obs, err := startObserver(runCtx, t.r.Env.Brokers, t.r.Env.opts, t.job.Output, t.job.DLQ, res.Messages, start, floor, log)
+	obs, err := startObserver(runCtx, t.r.Env.Brokers, t.r.Env.opts, t.job.Output, t.job.DLQ, res.Messages, res.Primer, start, floor, log)
 	if err != nil {
 		return err
 	}
@@ -223,8 +230,6 @@ func (t *trial) run(ctx context.Context) error {
 			return err
 		}
 		prod.dups = newDupSchedule(cfg.DupRate, res.Messages)
-		prodDone = make(chan error, 1)
-		go func() { prodDone <- prod.run(prodCtx, res.Messages, cfg.Rate) }()
 	}
 
 	pl, err := t.startPipeline(runCtx, prepared)
@@ -233,19 +238,33 @@ func (t *trial) run(ctx context.Context) error {
 	}
 	released = true
 	stopProgress := t.r.Progress.Start(func() string { return t.status(obs, pl, start) })
-	// While input is being produced, kill workers if asked to.
-	killCtx, stopKills := context.WithCancel(runCtx)
-	defer stopKills()
-	if ws, ok := pl.(*workerSet); ok && cfg.KillEvery > 0 {
-		go ws.killLoop(killCtx, cfg.KillEvery)
+	// The fair start (docs/benchmarks.md, "Fair start"): a paced run's
+	// feeder writes its primer and starts the clock only once the
+	// pipeline has output every primer record, so that no mode's
+	// start-up (group join, task creation, each producer's
+	// initTransactions) counts as its records' latency.
+	var interrupted error
+	if live {
+		interrupted = t.prime(ctx, runCtx, obs, pl, prod)
 	}
-
-	interrupted := t.wait(ctx, runCtx, obs, pl, prodDone, stopKills)
+	if interrupted == nil && t.failure == "" {
+		if live {
+			prodDone = make(chan error, 1)
+			go func() { prodDone <- prod.run(prodCtx, res.Primer, res.Messages, cfg.Rate) }()
+		}
+		// While input is being produced, kill workers if asked to.
+		killCtx, stopKills := context.WithCancel(runCtx)
+		defer stopKills()
+		if ws, ok := pl.(*workerSet); ok && cfg.KillEvery > 0 {
+			go ws.killLoop(killCtx, cfg.KillEvery)
+		}
+		interrupted = t.wait(ctx, runCtx, obs, pl, prodDone, stopKills)
+		stopKills()
+	}
 	res.CoresSelf, res.CoresMachine = cpu0.cores(sampleCPU())
 	if cfg.Workers > 0 || res.Mode.jvm() {
 		res.CoresSelf = 0 // the pipelines ran in other processes
 	}
-	stopKills()
 	if interrupted == nil && t.failure == "" && res.DupsInjected > 0 {
 		if err := waitConsumed(runCtx, log, t.r.Env.adm, t.job, int64(res.Messages+res.DupsInjected), cfg.Stall); err != nil {
 			if interrupted = ctx.Err(); interrupted == nil {
@@ -267,13 +286,77 @@ func (t *trial) run(ctx context.Context) error {
 			windowStart = first
 		}
 	}
+	if ns := obs.firstOutput.Load(); ns != 0 {
+		res.FirstOutputMs = float64(time.Unix(0, ns).Sub(start)) / float64(time.Millisecond)
+	}
 	if !obs.last.IsZero() && obs.last.After(windowStart) {
 		res.Seconds = obs.last.Sub(windowStart).Seconds()
-		res.Throughput = float64(obs.accounted.Load()) / res.Seconds
+		// The primer's inputs were accounted for before the window.
+		res.Throughput = float64(obs.accounted.Load()-int64(res.Primer)) / res.Seconds
 	}
 	res.hist, res.timeline = obs.hist, &obs.tl
 	res.setLatency()
 	return nil
+}
+
+// prime writes a paced run's primer and waits until every primer input
+// is accounted for (its output visible), the pipeline stops, or the
+// start-up bound passes (t.failure then says how far it got); the error
+// is ctx's when it was canceled.
+func (t *trial) prime(ctx, runCtx context.Context, obs *observer, pl running, prod *producer) error {
+	k := t.res.Primer
+	if k == 0 {
+		return nil
+	}
+	if err := prod.prime(runCtx, k); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		t.failure = fmt.Sprintf("producing the primer: %v", err)
+		return nil
+	}
+	bound := startupBound(t.cfg)
+	deadline := time.NewTimer(bound)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for obs.accounted.Load() < int64(k) {
+		select {
+		case <-tick.C:
+		case <-obs.done:
+		case <-deadline.C:
+			t.dnf = true
+			t.failure = fmt.Sprintf("not started: %d of the %d primer inputs accounted for within %v (first output %s)", obs.accounted.Load(), k, bound, t.firstOutputText(obs))
+			return nil
+		case <-runCtx.Done():
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			t.dnf = true
+			t.failure = fmt.Sprintf("timed out after %v before its start: %d of the %d primer inputs accounted for", t.cfg.Timeout, obs.accounted.Load(), k)
+			return nil
+		case <-pl.stopped():
+			t.failure = fmt.Sprintf("pipeline stopped by itself: %v", pl.runErr())
+			return nil
+		}
+	}
+	return nil
+}
+
+// startupBound is how long a paced run's pipeline may take to output its
+// primer: -stall, but at least two minutes (Kafka Streams' start over
+// hundreds of partitions on a loaded 2-core machine), and not beyond
+// -timeout.
+func startupBound(cfg Config) time.Duration {
+	return min(max(cfg.Stall, 2*time.Minute), cfg.Timeout)
+}
+
+func (t *trial) firstOutputText(obs *observer) string {
+	ns := obs.firstOutput.Load()
+	if ns == 0 {
+		return "none"
+	}
+	return "after " + time.Unix(0, ns).Sub(t.started).Round(time.Millisecond).String()
 }
 
 // wait returns once every awaited input is accounted for or the run
@@ -295,6 +378,7 @@ func (t *trial) wait(ctx, runCtx context.Context, obs *observer, pl running, pro
 			if n := obs.accounted.Load(); n != lastCount {
 				lastCount, lastChange = n, now
 			} else if now.Sub(lastChange) >= cfg.Stall {
+				t.dnf = true
 				t.failure = fmt.Sprintf("stalled: no input accounted for in %v, %d of %d so far", cfg.Stall, n, t.res.Messages)
 				return nil
 			}
@@ -302,6 +386,7 @@ func (t *trial) wait(ctx, runCtx context.Context, obs *observer, pl running, pro
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			t.dnf = true
 			t.failure = fmt.Sprintf("timed out after %v with %d of %d inputs accounted for", cfg.Timeout, obs.accounted.Load(), t.res.Messages)
 			return nil
 		case <-pl.stopped():

@@ -73,8 +73,11 @@ type workerSet struct {
 	stopping   bool
 	kills      int
 	unexpected int
-	reports    []WorkerReport
-	wg         sync.WaitGroup // exit watchers
+	// cpu is the CPU time (user and system) of the workers that exited,
+	// killed ones included.
+	cpu     time.Duration
+	reports []WorkerReport
+	wg      sync.WaitGroup // exit watchers
 }
 
 type workerProc struct {
@@ -255,6 +258,9 @@ func (ws *workerSet) watch(i int, p *workerProc) {
 	err := p.cmd.Wait()
 	ws.mu.Lock()
 	killed := p.killed
+	if st := p.cmd.ProcessState; st != nil {
+		ws.cpu += st.UserTime() + st.SystemTime()
+	}
 	ws.mu.Unlock()
 	if p.log != nil {
 		fmt.Fprintf(p.log, "eosbench: worker exited at %s: %v (killed by eosbench: %t)\n", time.Now().Format(time.RFC3339Nano), err, killed)
@@ -355,6 +361,14 @@ func (ws *workerSet) stop(timeout time.Duration) []WorkerReport {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	return ws.reports
+}
+
+// cpuTime is the CPU time of the workers that exited so far (all of them,
+// after stop).
+func (ws *workerSet) cpuTime() time.Duration {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.cpu
 }
 
 func (ws *workerSet) restarts() (kills, unexpected int) {
