@@ -48,7 +48,7 @@ func TestScaleHandover(t *testing.T) {
 	for _, p := range added {
 		go e.fleet.term(p, 30*time.Second)
 	}
-	e.awaitMembersAtMost(3, 2*time.Minute)
+	e.awaitGroup(2*time.Minute, "shrink to 3 members", func(m int) bool { return m <= 3 })
 	downLeft := time.Since(downAt)
 	e.sleep(30 * time.Second)
 
@@ -63,19 +63,6 @@ func TestScaleHandover(t *testing.T) {
 			step.name, step.member.Round(time.Millisecond), gap.Round(time.Millisecond), part)
 	}
 	e.fleet.logTimeline(t, 60)
-}
-
-// awaitMembersAtMost waits (at most within) until the group has n members
-// or fewer.
-func (e *env) awaitMembersAtMost(n int, within time.Duration) {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if ms, ok := e.describeMembers(); ok && len(ms) <= n {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	e.t.Fatalf("the group did not shrink to %d members within %v", n, within)
 }
 
 // partitionGap returns the longest time between consecutive first

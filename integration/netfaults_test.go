@@ -125,14 +125,20 @@ func (e *env) recovery(what string, n int, from time.Time) time.Duration {
 
 // awaitMembers waits (at most within) until the group has n members.
 func (e *env) awaitMembers(n int, within time.Duration) {
+	e.awaitGroup(within, fmt.Sprintf("reach %d members", n), func(m int) bool { return m >= n })
+}
+
+// awaitGroup waits (at most within) until reached holds for the group's
+// member count; what says what it waits for, in the failure.
+func (e *env) awaitGroup(within time.Duration, what string, reached func(members int) bool) {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		if ms, ok := e.describeMembers(); ok && len(ms) >= n {
+		if ms, ok := e.describeMembers(); ok && reached(len(ms)) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	e.t.Fatalf("the group did not reach %d members within %v", n, within)
+	e.t.Fatalf("the group did not %s within %v", what, within)
 }
 
 // latencies returns the read_committed latencies of inputs [from, to) seen.

@@ -571,13 +571,7 @@ func (l *Link) fire(tr *Trigger) {
 	close(tr.fired)
 	go func() {
 		time.Sleep(tr.hold)
-		l.mu.Lock()
-		conns := l.snapshotLocked()
-		l.resets += len(conns)
-		l.mu.Unlock()
-		for _, c := range conns {
-			c.reset()
-		}
+		l.ResetAll()
 		l.mu.Lock()
 		l.held = false
 		tr.healAt = time.Now()
