@@ -45,8 +45,9 @@ type item struct {
 	done    bool
 	fetched int64 // the clock's Unix nanoseconds when fetched
 
-	stuck atomic.Bool
-	x     *itemExtra // nil until needed
+	stuck    atomic.Bool
+	nextDone *item      // the item pushed before it (completionQueue)
+	x        *itemExtra // nil until needed
 }
 
 // itemExtra is the part of an item that most records never need. Its

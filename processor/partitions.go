@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -537,9 +536,16 @@ func (ps *partitions) staleAll() {
 }
 
 // completionQueue hands finished items from the workers back to the loop.
+//
+// Workers push onto a lock-free stack (one compare-and-swap a record, no
+// lock that the loop and the workers take turns at), which the loop takes
+// whole and reverses: a session's items, pushed one after the other, come
+// out in their order.
 type completionQueue struct {
-	mu    sync.Mutex
-	items []*item
+	top atomic.Pointer[item] // the latest pushed; linked by item.nextDone
+	_   [56]byte             // the workers' line: keep the loop's fields off it
+
+	carry []*item // taken but put back (requeue): the loop's, taken first
 	// wake is signaled after each push, for a loop waiting on in-flight
 	// records (waitInFlight).
 	wake chan struct{}
@@ -554,9 +560,13 @@ func newCompletionQueue() *completionQueue {
 
 // push hands a finished item back to the loop.
 func (q *completionQueue) push(it *item) {
-	q.mu.Lock()
-	q.items = append(q.items, it)
-	q.mu.Unlock()
+	for {
+		old := q.top.Load()
+		it.nextDone = old
+		if q.top.CompareAndSwap(old, it) {
+			break
+		}
+	}
 	// A wake already pending will be taken before the items are, so it
 	// covers this one: no channel operation per record.
 	if len(q.wake) == 0 {
@@ -579,31 +589,37 @@ func (q *completionQueue) notify() {
 }
 
 // wakePoll interrupts the loop's poll, if it is polling. The first caller
-// takes the wake, so a burst of completions cancels the poll once.
+// takes the wake, so a burst of completions cancels the poll once; the
+// others only read it (a swap each would write the line every core reads).
 func (q *completionQueue) wakePoll() {
+	if q.pollWake.Load() == nil {
+		return
+	}
 	if wake := q.pollWake.Swap(nil); wake != nil {
 		(*wake)()
 	}
 }
 
-func (q *completionQueue) pending() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.items) > 0
-}
+// pending reports whether there are items to take. The loop's.
+func (q *completionQueue) pending() bool { return len(q.carry) > 0 || q.top.Load() != nil }
 
-// take returns what was pushed, giving the queue into's array to reuse.
+// take returns what was put back and what was pushed, in order, in into's
+// array. The loop's.
 func (q *completionQueue) take(into []*item) []*item {
-	q.mu.Lock()
-	into, q.items = q.items, into[:0]
-	q.mu.Unlock()
+	into = append(into[:0], q.carry...)
+	clear(q.carry)
+	q.carry = q.carry[:0]
+	n := len(into)
+	for it := q.top.Swap(nil); it != nil; {
+		next := it.nextDone
+		it.nextDone = nil
+		into = append(into, it)
+		it = next
+	}
+	slices.Reverse(into[n:])
 	return into
 }
 
-// requeue puts items taken but not handled back at the head of the queue,
-// before any pushed since: they keep their order.
-func (q *completionQueue) requeue(items []*item) {
-	q.mu.Lock()
-	q.items = append(append(make([]*item, 0, len(items)+len(q.items)), items...), q.items...)
-	q.mu.Unlock()
-}
+// requeue puts items taken but not handled back, before any pushed since:
+// they keep their order. The loop's.
+func (q *completionQueue) requeue(items []*item) { q.carry = append(q.carry, items...) }
