@@ -60,14 +60,32 @@ func (b incarnationBalancer) JoinGroupMetadata(interests []string, current map[s
 	return append(b.GroupBalancer.JoinGroupMetadata(interests, current, generation), b.trailer...)
 }
 
-// holderIsNewer decides, for a member holding our instance ID under
-// another member ID, whether it is a newer process (we were replaced:
-// stop) or an older one that came back after we were expelled (rejoin:
-// static membership then replaces it, and it finds itself fenced).
-// Unknown incarnations, ours or the holder's, and equal ones count as
-// newer, as before incarnations existed: stopping is the safe side,
-// rejoining against a newer process would fence it.
-func holderIsNewer(ours int64, holderMeta []byte) bool {
+// holderByIncarnation judges, by its incarnation, a member holding our
+// instance ID under a member ID we do not know: holderOlder, a process
+// that started before ours and came back after we were expelled (rejoin:
+// static membership then replaces it, and it finds itself fenced);
+// holderOurs, one of this process's own earlier members, since every
+// Session of a process carries the same incarnation; otherwise
+// holderNewer (we were replaced: stop). Unknown incarnations, ours or the
+// holder's, count as newer, as before incarnations existed: stopping is
+// the safe side, rejoining against a newer process would fence it.
+//
+// An earlier member of ours outlives the Session that joined under it: a
+// group coordinator that cannot write the group (its
+// __consumer_offsets partition below min.insync.replicas) reverts a
+// static member's replacement when the write fails, so the group names
+// the member of the client this process closed while its new client is
+// refused with FENCED_INSTANCE_ID. Taken for newer, a worker stopped
+// during a lost quorum with nobody else under its instance ID
+// (TestClusterQuorumLost in CI, 2026-12-07).
+func holderByIncarnation(ours int64, holderMeta []byte) holder {
 	theirs := parseIncarnation(holderMeta)
-	return ours <= 0 || theirs <= 0 || theirs >= ours
+	switch {
+	case ours <= 0 || theirs <= 0 || theirs > ours:
+		return holderNewer
+	case theirs == ours:
+		return holderOurs
+	default:
+		return holderOlder
+	}
 }

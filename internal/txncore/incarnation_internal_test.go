@@ -215,8 +215,47 @@ func TestJudgeHolderOwnRejoin(t *testing.T) {
 		if instanceFenced(h) {
 			t.Errorf("%s: FENCED_INSTANCE_ID from our own rejoin judged fenced, want rebuild", state)
 		}
-		if h, _ := s.judgeHolder(r, "expelled"); h != holderNewer {
-			t.Errorf("%s: without our client's member, got %v, want newer (as before)", state, h)
+		// Without our client's member, the holder's incarnation decides,
+		// which the group reports only while Stable.
+		want := holderNewer
+		if state == "Stable" {
+			want = holderOurs
+		}
+		if h, _ := s.judgeHolder(r, "expelled"); h != want {
+			t.Errorf("%s: without our client's member, got %v, want %v", state, h, want)
+		}
+	}
+}
+
+// TestJudgeHolderRevertedRejoin: with its quorum lost, the group's
+// coordinator cannot write the group, so it reverts a static member's
+// replacement when the write fails (Kafka 4.4.0: DescribeGroups names the
+// new member, then the one before it again). The group then names the
+// member of the client this process closed when it rebuilt, while its new
+// client is refused with FENCED_INSTANCE_ID, with or without a member ID
+// of its own. That holder carries this process's incarnation: it is ours
+// (rebuild and rejoin once the group can be written), not a newer process
+// (a worker of TestClusterQuorumLost stopped so in CI). Holders with
+// another incarnation are judged as before.
+func TestJudgeHolderRevertedRejoin(t *testing.T) {
+	s := &Session{cfg: Options{InstanceID: "x", Incarnation: 200}}
+	for _, ours := range [][]string{{""}, {"rejoined"}, {"began-under", "rejoined"}} {
+		r := describeHolder("Stable", "before-rebuild", incarnationTrailer(200))
+		h, settled := s.judgeHolder(r, ours...)
+		if h != holderOurs || !settled {
+			t.Errorf("ours %q: got %v settled %v, want ours, settled", ours, h, settled)
+		}
+		if instanceFenced(h) {
+			t.Errorf("ours %q: FENCED_INSTANCE_ID from our own reverted rejoin judged fenced, want rebuild", ours)
+		}
+	}
+	for _, tc := range []struct {
+		incarnation int64
+		want        holder
+	}{{300, holderNewer}, {100, holderOlder}} {
+		r := describeHolder("Stable", "other", incarnationTrailer(tc.incarnation))
+		if h, settled := s.judgeHolder(r, "rejoined"); h != tc.want || !settled {
+			t.Errorf("holder incarnation %d: got %v settled %v, want %v, settled", tc.incarnation, h, settled, tc.want)
 		}
 	}
 }

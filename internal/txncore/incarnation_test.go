@@ -7,26 +7,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func TestHolderIsNewer(t *testing.T) {
+func TestHolderByIncarnation(t *testing.T) {
 	meta := func(inc int64) []byte { return append([]byte("consumer metadata"), incarnationTrailer(inc)...) }
 	for _, tc := range []struct {
 		name   string
 		ours   int64
 		holder []byte
-		want   bool
+		want   holder
 	}{
-		{"holder started later", 100, meta(200), true},
-		{"holder started earlier: a zombie that came back", 200, meta(100), false},
-		{"same incarnation", 100, meta(100), true},
-		{"our incarnation unknown", 0, meta(100), true},
-		{"no trailer (user balancers)", 200, []byte("consumer metadata"), true},
-		{"no metadata", 200, nil, true},
-		{"trailer without incarnation", 200, incarnationMagic, true},
-		{"negative incarnation", 200, meta(-5), true},
-		{"zero incarnation", 200, meta(0), true},
+		{"holder started later", 100, meta(200), holderNewer},
+		{"holder started earlier: a zombie that came back", 200, meta(100), holderOlder},
+		{"same incarnation: an earlier member of this process", 100, meta(100), holderOurs},
+		{"our incarnation unknown", 0, meta(100), holderNewer},
+		{"both unknown", 0, meta(0), holderNewer},
+		{"no trailer (user balancers)", 200, []byte("consumer metadata"), holderNewer},
+		{"no metadata", 200, nil, holderNewer},
+		{"trailer without incarnation", 200, incarnationMagic, holderNewer},
+		{"negative incarnation", 200, meta(-5), holderNewer},
+		{"zero incarnation", 200, meta(0), holderNewer},
 	} {
-		if got := holderIsNewer(tc.ours, tc.holder); got != tc.want {
-			t.Errorf("%s: holderIsNewer(%d, %q) = %v, want %v", tc.name, tc.ours, tc.holder, got, tc.want)
+		if got := holderByIncarnation(tc.ours, tc.holder); got != tc.want {
+			t.Errorf("%s: holderByIncarnation(%d, %q) = %v, want %v", tc.name, tc.ours, tc.holder, got, tc.want)
 		}
 	}
 }

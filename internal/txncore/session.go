@@ -329,6 +329,8 @@ const (
 // and its end, begun under the old one, meets FENCED_INSTANCE_ID from its
 // own rejoin. Taken for a newer process, it stopped with nobody else
 // holding the ID (7 times in a 20-minute soak of 12 instances, issue 42).
+// So is any member with this process's incarnation: an earlier Session's,
+// which the group may name again after a lost write (holderByIncarnation).
 func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 	current := func() string { m, _ := s.cl.GroupMetadata(); return m }
 	return awaitHolder(ctx, ourMember, current, s.askHolder)
@@ -392,7 +394,8 @@ func askAgain(err error) bool {
 
 // judgeHolder reads otherHolder's answer from a DescribeGroups response;
 // ours are the member IDs this process held under the Session (the one
-// its transaction began under, and its client's now). It is not settled
+// its transaction began under, and its client's now); a member with this
+// process's incarnation is ours as well. It is not settled
 // when another member holds our instance ID but the group, rebalancing,
 // does not report that member's metadata, or when the group's coordinator
 // cannot answer yet.
@@ -410,12 +413,13 @@ func (s *Session) judgeHolder(resp *kmsg.DescribeGroupsResponse, ours ...string)
 			if m.InstanceID == nil || *m.InstanceID != s.cfg.InstanceID {
 				continue
 			}
-			if slices.Contains(ours, m.MemberID) {
+			byIncarnation := holderByIncarnation(s.cfg.Incarnation, m.ProtocolMetadata)
+			if slices.Contains(ours, m.MemberID) || byIncarnation == holderOurs {
 				sawOurs = true
 				continue
 			}
 			switch {
-			case !holderIsNewer(s.cfg.Incarnation, m.ProtocolMetadata):
+			case byIncarnation == holderOlder:
 				return holderOlder, true
 			case len(ours) > 0:
 				return holderNewer, g.State == "Stable" || len(m.ProtocolMetadata) > 0
