@@ -205,7 +205,9 @@ func TestClusterNodeFaults(t *testing.T) {
 // keeps the last in-sync replicas it had, and the brokers time the
 // produces out (REQUEST_TIMED_OUT) rather than refuse them with
 // NOT_ENOUGH_REPLICAS, which TestQuorumLost (processor, kfake) covers.
-// The workers' logs of what they saw are reported, not judged.
+// The workers' logs of what they saw are reported, not judged. Meanwhile
+// rejoinProbe checks the judgement a rebuilt worker may meet there, which
+// the workers meet only by chance.
 func TestClusterQuorumLost(t *testing.T) {
 	kafkatest.ProtocolIndependent(t)
 	if ok, why := onCluster(t, kafkatest.New(t)); !ok {
@@ -228,6 +230,7 @@ func TestClusterQuorumLost(t *testing.T) {
 			down = append(down, n)
 		}
 	}
+	probe := startRejoinProbe(t, e, survivor)
 	for _, n := range down {
 		e.fleet.addNodeRestart(faultLongOutage)
 		e.fleet.eventf("node %d SIGKILL (quorum lost: %v down, node %d left)", n, down, survivor)
@@ -236,7 +239,10 @@ func TestClusterQuorumLost(t *testing.T) {
 		}
 	}
 	killed := time.Now()
-	e.sleep(quorumDown)
+	if probe != nil {
+		probe.check(t)
+	}
+	e.sleep(quorumDown - time.Since(killed))
 	for _, n := range down {
 		e.fleet.eventf("node %d restart begins", n)
 		if out, err := exec.Command("bash", script, "restart", fmt.Sprint(n)).CombinedOutput(); err != nil {

@@ -87,8 +87,10 @@ type Options struct {
 	// JoinGroup metadata carries it unless ClientOpts set kgo.Balancers,
 	// so that a process can tell a newer holder of its instance ID (it
 	// was replaced: ClassFenced) from an older one that came back after
-	// this process was expelled (not fenced: rebuild and rejoin). 0:
-	// unknown, any other member with our instance ID counts as newer.
+	// this process was expelled (not fenced: rebuild and rejoin). A
+	// member with the same incarnation counts as this process's own (an
+	// earlier Session's), so processes must not share one. 0: unknown,
+	// any other member with our instance ID counts as newer.
 	Incarnation int64
 
 	// Pipeline is how many transactional producers the Session runs:
