@@ -15,11 +15,11 @@ import (
 )
 
 // rejoinProbe puts the judgement a rebuilt worker meets during a lost
-// quorum to the real group, on demand rather than by chance (TestClusterQuorumLost
-// met it in 1 run of 6 in CI, 2026-12-07). A process's Session joins a
-// group whose coordinator is the node that stays up; with the quorum lost
-// it closes and a new Session of the same process (same instance ID and
-// incarnation) joins. The coordinator replaces the static member, cannot
+// quorum to the real group, on demand rather than by chance (the workers
+// of TestClusterQuorumLost met it in 1 CI run of 6, 2026-12-07). A
+// process's Session joins a group whose coordinator is the node that
+// stays up; with the quorum lost it closes and a new Session of the same
+// process (same instance ID and incarnation) joins. The coordinator replaces the static member, cannot
 // write the group, and reverts the replacement: the group names the
 // closed Session's member again. FENCED_INSTANCE_ID met then is this
 // process's own doing, and must not be judged a newer process (the
