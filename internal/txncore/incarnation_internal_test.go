@@ -121,7 +121,7 @@ func TestExpelledNewerOutlivesReturningZombie(t *testing.T) {
 		// fenced): the holder is older, so it must not stop.
 		time.Sleep(time.Until(healed))
 		for _, err := range []error{context.DeadlineExceeded, kerr.FencedInstanceID, kerr.ProducerFenced} {
-			if newer.endFenced(context.Background(), n1, err) {
+			if fenced, _ := newer.endFenced(context.Background(), n1, err); fenced {
 				t.Fatalf("newer process, End error %v, instance x held by the older zombie %s: judged fenced, want rebuild", err, z2)
 			}
 		}
@@ -290,11 +290,12 @@ func TestAwaitHolderRejoinDuringWait(t *testing.T) {
 			}
 			return "rejoined" // our client rejoined after the first question
 		}
-		ask := func(_ context.Context, ours []string) (holder, bool) {
+		ask := func(_ context.Context, ours []string) (holder, bool, string) {
 			asked++
-			return s.judgeHolder(describeHolder("CompletingRebalance", "rejoined", nil), ours...)
+			h, settled := s.judgeHolder(describeHolder("CompletingRebalance", "rejoined", nil), ours...)
+			return h, settled, ""
 		}
-		h := awaitHolder(t.Context(), "expelled", current, ask)
+		h, _ := awaitHolder(t.Context(), "expelled", current, ask)
 		if h != holderOurs {
 			t.Fatalf("got %v after %d questions, want ours", h, asked)
 		}
@@ -329,14 +330,15 @@ func TestAwaitHolderCoordinatorLoading(t *testing.T) {
 
 	synctest.Test(t, func(t *testing.T) {
 		answers := []*kmsg.DescribeGroupsResponse{loading, loading, describeHolder("Stable", "older", incarnationTrailer(100))}
-		ask := func(_ context.Context, ours []string) (holder, bool) {
+		ask := func(_ context.Context, ours []string) (holder, bool, string) {
 			r := answers[0]
 			if len(answers) > 1 {
 				answers = answers[1:]
 			}
-			return s.judgeHolder(r, ours...)
+			h, settled := s.judgeHolder(r, ours...)
+			return h, settled, ""
 		}
-		h := awaitHolder(t.Context(), "ours", func() string { return "ours" }, ask)
+		h, _ := awaitHolder(t.Context(), "ours", func() string { return "ours" }, ask)
 		if h != holderOlder || instanceFenced(h) {
 			t.Fatalf("got %v, want the older holder once the coordinator answers (rejoin, not stop)", h)
 		}

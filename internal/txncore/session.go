@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -250,8 +251,8 @@ func (s *Session) lose(parts map[string][]int32) {
 // ClassReset. Commit flushes too: callers that do not flush first do not
 // need it.
 func (t *Txn) FlushFailed(ctx context.Context, err error) *Error {
-	if t.s.endFenced(ctx, t.member, err) {
-		return &Error{ClassFenced, "flush", err}
+	if fenced, why := t.s.endFenced(ctx, t.member, err); fenced {
+		return fencedError("flush", err, why)
 	}
 	return &Error{ClassReset, "flush", err}
 }
@@ -262,15 +263,25 @@ func (t *Txn) FlushFailed(ctx context.Context, err error) *Error {
 // that its blocked group loop never sends, so its End times out instead of
 // failing with FENCED_INSTANCE_ID. Rebuilding would then rejoin under the
 // instance ID and fence the newer process in turn (seen in the soak on
-// Kafka 4.2.0: the replacement exited fenced, the zombie ran on).
-func (s *Session) endFenced(ctx context.Context, member string, err error) bool {
+// Kafka 4.2.0: the replacement exited fenced, the zombie ran on). why is
+// what the group said of the holder, when it was asked.
+func (s *Session) endFenced(ctx context.Context, member string, err error) (fenced bool, why string) {
 	if errors.Is(err, kerr.FencedInstanceID) {
-		return instanceFenced(s.otherHolder(ctx, member))
+		h, why := s.otherHolder(ctx, member)
+		return instanceFenced(h), why
 	}
 	if !isFencing(err) && !errors.Is(err, context.DeadlineExceeded) {
-		return false
+		return false, ""
 	}
-	return s.otherHolder(ctx, member) == holderNewer
+	h, why := s.otherHolder(ctx, member)
+	return h == holderNewer, why
+}
+
+// fencedError is the ClassFenced error of op's err, with what the group
+// said of the holder of our instance ID: a process that stops as fenced
+// says why it believed another one took over.
+func fencedError(op string, err error, why string) *Error {
+	return &Error{ClassFenced, op, fmt.Errorf("%w (the group: %s)", err, why)}
 }
 
 // instanceFenced judges FENCED_INSTANCE_ID, the group's word that another
@@ -286,8 +297,8 @@ func instanceFenced(h holder) bool { return h != holderOlder && h != holderOurs 
 // Error.Op. ClassAbortable: Abort and go on with this Session; other
 // classes as on Error.
 func (s *Session) CheckFenced(ctx context.Context, op string, err error) *Error {
-	if s.fencedByNewer(ctx, err) {
-		return &Error{ClassFenced, op, err}
+	if fenced, why := s.fencedByNewer(ctx, err); fenced {
+		return fencedError(op, err, why)
 	}
 	return classifyProduceErr(op, err)
 }
@@ -296,9 +307,9 @@ func (s *Session) CheckFenced(ctx context.Context, op string, err error) *Error 
 // fencing (timeouts, rebalance races: rebuild and go on). The group is the
 // judge: a static member with our instance ID but another member ID has
 // replaced us, unless its incarnation is older than ours.
-func (s *Session) fencedByNewer(ctx context.Context, err error) bool {
+func (s *Session) fencedByNewer(ctx context.Context, err error) (fenced bool, why string) {
 	if !isFencing(err) {
-		return false // FENCED_INSTANCE_ID is fencing
+		return false, "" // FENCED_INSTANCE_ID is fencing
 	}
 	ourMember, _ := s.cl.GroupMetadata()
 	return s.endFenced(ctx, ourMember, err)
@@ -331,7 +342,7 @@ const (
 // holding the ID (7 times in a 20-minute soak of 12 instances, issue 42).
 // So is any member with this process's incarnation: an earlier Session's,
 // which the group may name again after a lost write (holderByIncarnation).
-func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
+func (s *Session) otherHolder(ctx context.Context, ourMember string) (holder, string) {
 	current := func() string { m, _ := s.cl.GroupMetadata(); return m }
 	return awaitHolder(ctx, ourMember, current, s.askHolder)
 }
@@ -339,10 +350,11 @@ func (s *Session) otherHolder(ctx context.Context, ourMember string) holder {
 // awaitHolder is otherHolder's loop: ask until the answer settles or 10 s
 // pass. The client's member is read before every question, since the
 // client may rejoin while we wait: read once, before the wait, its own
-// rejoin looked like a newer process (w106#180 in a classic soak).
+// rejoin looked like a newer process (w106#180 in a classic soak). It
+// returns the last answer and what the group said in it.
 func awaitHolder(ctx context.Context, ourMember string, current func() string,
-	ask func(ctx context.Context, ours []string) (holder, bool),
-) holder {
+	ask func(ctx context.Context, ours []string) (holder, bool, string),
+) (holder, string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	ours := []string{ourMember}
@@ -352,35 +364,62 @@ func awaitHolder(ctx context.Context, ourMember string, current func() string,
 				ours = append(ours, m)
 			}
 		}
-		h, settled := ask(ctx, ours)
+		h, settled, why := ask(ctx, ours)
+		why = fmt.Sprintf("%s; our members %q", why, ours)
 		if settled {
-			return h
+			return h, why
 		}
 		select {
 		case <-ctx.Done():
-			return h
+			return h, why + "; not settled in 10s"
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-// askHolder asks the group once; not settled: ask again.
-func (s *Session) askHolder(ctx context.Context, ours []string) (holder, bool) {
+// askHolder asks the group once; not settled: ask again. why says what
+// the group answered.
+func (s *Session) askHolder(ctx context.Context, ours []string) (h holder, settled bool, why string) {
 	if s.cfg.GroupProtocol == GroupProtocolConsumer {
 		h, _, err := holder848(ctx, s.cl, s.cfg.Group, s.cfg.InstanceID)
 		if err != nil {
-			return holderUnknown, !askAgain(err)
+			return holderUnknown, !askAgain(err), "not answered: " + err.Error()
 		}
-		return judgeHolder848(h, ours...), true
+		return judgeHolder848(h, ours...), true, fmt.Sprintf("holder %q", h)
 	}
 	// Raw DescribeGroups: kadm parses the metadata and drops the trailer.
 	req := kmsg.NewPtrDescribeGroupsRequest()
 	req.Groups = []string{s.cfg.Group}
 	resp, err := req.RequestWith(ctx, s.cl)
 	if err != nil {
-		return holderUnknown, !askAgain(err)
+		return holderUnknown, !askAgain(err), "not answered: " + err.Error()
 	}
-	return s.judgeHolder(resp, ours...)
+	h, settled = s.judgeHolder(resp, ours...)
+	return h, settled, s.describeHolders(resp)
+}
+
+// describeHolders says which members of a DescribeGroups answer hold our
+// instance ID, with their incarnations against ours.
+func (s *Session) describeHolders(resp *kmsg.DescribeGroupsResponse) string {
+	var b strings.Builder
+	for _, g := range resp.Groups {
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			fmt.Fprintf(&b, "group %s: %v", g.Group, err)
+			continue
+		}
+		fmt.Fprintf(&b, "group %s, holders:", g.State)
+		n := 0
+		for _, m := range g.Members {
+			if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID {
+				n++
+				fmt.Fprintf(&b, " %q (incarnation %d against ours %d)", m.MemberID, parseIncarnation(m.ProtocolMetadata), s.cfg.Incarnation)
+			}
+		}
+		if n == 0 {
+			b.WriteString(" none")
+		}
+	}
+	return b.String()
 }
 
 // askAgain: the group could not answer now but may soon (its coordinator

@@ -3,6 +3,8 @@ package txncore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,7 +58,7 @@ func TestEndTimeoutOfReplacedZombie(t *testing.T) {
 			t.Fatal(err)
 		}
 		timeout := context.DeadlineExceeded
-		if zombie.endFenced(context.Background(), old, timeout) {
+		if fenced, _ := zombie.endFenced(context.Background(), old, timeout); fenced {
 			t.Fatal("End timeout judged fenced while this member still holds the instance ID")
 		}
 		if e := ztx.FlushFailed(context.Background(), timeout); e.Class != ClassReset {
@@ -69,16 +71,19 @@ func TestEndTimeoutOfReplacedZombie(t *testing.T) {
 		if mNew == old {
 			t.Fatalf("the newer client kept the old member ID %s", old)
 		}
-		if !zombie.endFenced(context.Background(), old, timeout) {
+		if fenced, _ := zombie.endFenced(context.Background(), old, timeout); !fenced {
 			t.Errorf("End timeout under member %s, instance now held by %s: judged outcome-unknown, want fenced", old, mNew)
 		}
 		if e := ztx.FlushFailed(context.Background(), timeout); e.Class != ClassFenced {
 			t.Errorf("flush timeout of a transaction begun under %s, instance now held by %s: %v, want fenced", old, mNew, e.Class)
+		} else if !errors.Is(e, context.DeadlineExceeded) || !strings.Contains(e.Error(), fmt.Sprintf("holders: %q", mNew)) {
+			// A process that stops as fenced names the holder it saw.
+			t.Errorf("fenced flush %q: want the cause, and the holder %s named", e, mNew)
 		}
-		if zombie.endFenced(context.Background(), old, errors.New("i/o timeout")) {
+		if fenced, _ := zombie.endFenced(context.Background(), old, errors.New("i/o timeout")); fenced {
 			t.Error("a non-timeout, non-fencing End error judged fenced")
 		}
-		if zombie.endFenced(context.Background(), "", timeout) {
+		if fenced, _ := zombie.endFenced(context.Background(), "", timeout); fenced {
 			t.Error("unknown own member ID judged fenced")
 		}
 	})

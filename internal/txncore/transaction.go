@@ -165,8 +165,8 @@ func (t *Txn) abortAfter(ctx context.Context, op string, cause error) error {
 // ClassFenced if a newer process holds our instance ID, else
 // ClassOutcomeUnknown.
 func (s *Session) commitErr(ctx context.Context, member string, err error) *Error {
-	if s.endFenced(ctx, member, err) {
-		return &Error{ClassFenced, "commit", err}
+	if fenced, why := s.endFenced(ctx, member, err); fenced {
+		return fencedError("commit", err, why)
 	}
 	return &Error{ClassOutcomeUnknown, "commit", err}
 }
