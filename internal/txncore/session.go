@@ -434,10 +434,10 @@ func askAgain(err error) bool {
 // judgeHolder reads otherHolder's answer from a DescribeGroups response;
 // ours are the member IDs this process held under the Session (the one
 // its transaction began under, and its client's now); a member with this
-// process's incarnation is ours as well. It is not settled
-// when another member holds our instance ID but the group, rebalancing,
-// does not report that member's metadata, or when the group's coordinator
-// cannot answer yet.
+// process's incarnation is ours as well. It is not settled when another
+// member holds our instance ID but the group, rebalancing, does not report
+// that member's metadata, or when the group's coordinator cannot answer
+// yet.
 func (s *Session) judgeHolder(resp *kmsg.DescribeGroupsResponse, ours ...string) (h holder, settled bool) {
 	ours = slices.DeleteFunc(slices.Clone(ours), func(m string) bool { return m == "" })
 	sawOurs := false
