@@ -102,7 +102,7 @@ dashboards:
 # the processor's tests and integration/..., on the cluster the processor's
 # tests and the whole reliability suite, node faults included (about 10
 # minutes in all; a fresh-clone CI run with it took 23.9-29.0 min on
-# 2026-12-02, 35.2 min on 2026-12-07 at 53f3042, embedded tests in parallel).
+# 2026-12-02, 35.7 min on 2026-12-07 at 6e2ffd6, embedded tests in parallel).
 # PROTOCOL_MATRIX=short, for a quicker local run, keeps only
 # the processor's tests on kfake and the reliability suite without its node
 # faults on the cluster.
