@@ -266,14 +266,13 @@ func (t *Txn) FlushFailed(ctx context.Context, err error) *Error {
 // Kafka 4.2.0: the replacement exited fenced, the zombie ran on). why is
 // what the group said of the holder, when it was asked.
 func (s *Session) endFenced(ctx context.Context, member string, err error) (fenced bool, why string) {
-	if errors.Is(err, kerr.FencedInstanceID) {
-		h, why := s.otherHolder(ctx, member)
-		return instanceFenced(h), why
-	}
 	if !isFencing(err) && !errors.Is(err, context.DeadlineExceeded) {
-		return false, ""
+		return false, "" // FENCED_INSTANCE_ID is fencing
 	}
 	h, why := s.otherHolder(ctx, member)
+	if errors.Is(err, kerr.FencedInstanceID) {
+		return instanceFenced(h), why
+	}
 	return h == holderNewer, why
 }
 
@@ -408,18 +407,23 @@ func (s *Session) describeHolders(resp *kmsg.DescribeGroupsResponse) string {
 			continue
 		}
 		fmt.Fprintf(&b, "group %s, holders:", g.State)
-		n := 0
+		none := true
 		for _, m := range g.Members {
-			if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID {
-				n++
+			if s.holdsOurID(&m) {
+				none = false
 				fmt.Fprintf(&b, " %q (incarnation %d against ours %d)", m.MemberID, parseIncarnation(m.ProtocolMetadata), s.cfg.Incarnation)
 			}
 		}
-		if n == 0 {
+		if none {
 			b.WriteString(" none")
 		}
 	}
 	return b.String()
+}
+
+// holdsOurID reports whether a group member holds our instance ID.
+func (s *Session) holdsOurID(m *kmsg.DescribeGroupsResponseGroupMember) bool {
+	return m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID
 }
 
 // askAgain: the group could not answer now but may soon (its coordinator
@@ -449,7 +453,7 @@ func (s *Session) judgeHolder(resp *kmsg.DescribeGroupsResponse, ours ...string)
 			continue
 		}
 		for _, m := range g.Members {
-			if m.InstanceID == nil || *m.InstanceID != s.cfg.InstanceID {
+			if !s.holdsOurID(&m) {
 				continue
 			}
 			byIncarnation := holderByIncarnation(s.cfg.Incarnation, m.ProtocolMetadata)
